@@ -1,0 +1,15 @@
+"""CLI commands, one module per stage; each module's `register(app)` adds its commands."""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+#: Command modules in the order they appear in `qtsearch --help`.
+MODULES = ("train", "info")
+
+
+def register_all(app: typer.Typer) -> None:
+    for name in MODULES:
+        importlib.import_module(f"qtsearch.commands.{name}").register(app)

@@ -1,0 +1,107 @@
+"""Sentences → vectors with a trained model folder.
+
+Sentences are tokenised, sorted by length and encoded in batches of similar length (little
+padding), then put back in input order. The vector of a sentence is [f(s); g(s)].
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from qtsearch.device import autocast_dtype, resolve_device
+from qtsearch.errors import ModelError
+from qtsearch.models.folder import fingerprint, is_model_folder, latest_validation, load_model
+from qtsearch.text.tokenizer import tokenize
+
+DEFAULT_MODEL = Path(__file__).parent / "default_model"
+
+
+def default_model_path() -> Path:
+    """The model shipped inside the package, used whenever `--model` is left out."""
+    if not is_model_folder(DEFAULT_MODEL):
+        raise ModelError("no default model is installed with this qtsearch; pass --model DIR")
+    return DEFAULT_MODEL
+
+
+class Encoder:
+    """A loaded model: `encode(sentences)` gives a float32 matrix [n, dim]."""
+
+    def __init__(self, path: str | os.PathLike | None = None, device: str = "auto",
+                 precision: str = "auto"):
+        self.path = Path(path) if path is not None else default_model_path()
+        self.model, self.vocab, self.config = load_model(self.path)
+        self.device = resolve_device(device)
+        self.amp = autocast_dtype(self.device, precision)
+        self.model.to(self.device)
+        self.max_len = self.model.cfg.max_len
+        self.dim = self.model.dim
+        self.fingerprint = fingerprint(self.path)
+
+    @property
+    def name(self) -> str:
+        return self.path.name if self.path != DEFAULT_MODEL else "default"
+
+    def info(self) -> dict[str, Any]:
+        return {"path": str(self.path), "fingerprint": self.fingerprint, "dim": self.dim,
+                "encoder": self.model.cfg.encoder, "validation": latest_validation(self.path)}
+
+    def token_ids(self, sentence: str) -> list[int]:
+        return self.vocab.encode(tokenize(sentence), self.max_len)
+
+    def known_words(self, sentence: str) -> int:
+        """How many of the sentence's tokens are in the vocabulary (0: the query says nothing)."""
+        return sum(1 for t in tokenize(sentence) if t in self.vocab.index)
+
+    def encode(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 512,
+        normalize: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        """Encode sentences in input order; `progress(n)` is called after each batch."""
+        ids = [self.token_ids(s) for s in sentences]
+        return self.encode_ids(ids, batch_size, normalize, progress)
+
+    def encode_ids(
+        self,
+        ids: Sequence[list[int]],
+        batch_size: int = 512,
+        normalize: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        out = np.empty((len(ids), self.dim), dtype=np.float32)
+        order = np.argsort([len(x) for x in ids], kind="stable")
+        autocast = (torch.autocast(self.device.type, dtype=self.amp) if self.amp
+                    else contextlib.nullcontext())
+        with torch.inference_mode(), autocast:
+            for s in range(0, len(order), batch_size):
+                rows = order[s : s + batch_size]
+                lengths = [len(ids[i]) for i in rows]
+                batch = np.zeros((len(rows), max(lengths)), dtype=np.int64)
+                for r, i in enumerate(rows):
+                    batch[r, : lengths[r]] = ids[i]
+                vec = self.model.embed(
+                    torch.from_numpy(batch).to(self.device),
+                    torch.tensor(lengths, device=self.device),
+                )
+                out[rows] = vec.float().cpu().numpy()
+                if progress:
+                    progress(len(rows))
+        if normalize:
+            norms = np.linalg.norm(out, axis=1, keepdims=True)
+            out /= np.maximum(norms, 1e-12)
+        return out
+
+
+def load_encoder(path: str | os.PathLike | None = None, device: str = "auto",
+                 precision: str = "auto") -> Encoder:
+    """Load a model folder (None: the shipped default model)."""
+    return Encoder(path, device=device, precision=precision)

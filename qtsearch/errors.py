@@ -1,0 +1,34 @@
+"""Errors a user can act on. The CLI prints their message as one line and exits with `code`.
+
+Exit codes (documented in the README): 1 unexpected failure, 2 bad option or usage,
+3 bad input data, 4 bad or missing model, 5 bad or missing index, 6 cannot write output,
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+
+class QTSearchError(Exception):
+    """Base class: a failure explained in one line, never a traceback."""
+
+    code = 1
+
+
+class UsageError(QTSearchError):
+    code = 2
+
+
+class InputError(QTSearchError):
+    code = 3
+
+
+class ModelError(QTSearchError):
+    code = 4
+
+
+class IndexError_(QTSearchError):
+    code = 5
+
+
+class OutputError(QTSearchError):
+    code = 6

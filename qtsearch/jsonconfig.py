@@ -1,0 +1,33 @@
+"""Typed stage configs saved as JSON beside what they produced."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON via a temporary file and rename, so a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def save_config(config: Any, path: Path) -> None:
+    write_json_atomic(path, dataclasses.asdict(config))
+
+
+def load_config(cls: type[T], path: Path) -> T:
+    """Load a dataclass from JSON, ignoring unknown keys so newer files stay readable."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in data.items() if k in names})

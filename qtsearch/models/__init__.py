@@ -1,0 +1,1 @@
+"""Encoders, the Quick-Thoughts objective and model-folder I/O."""

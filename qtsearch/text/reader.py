@@ -1,0 +1,237 @@
+"""Stream sentences out of text files, folders and .gz files, keeping where each came from.
+
+Two layouts:
+- lines (default): one sentence per line, a blank line between documents;
+- running text (`split=True`): paragraphs separated by blank lines, split into sentences.
+
+Each file starts a new document. Messy input is repaired with a warning that names the file
+and line (invalid UTF-8, NUL bytes, a byte-order mark, CRLF, over-long lines); input that
+cannot be text (binary, truncated gzip, missing) raises `InputError`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from qtsearch.errors import InputError
+from qtsearch.text.splitter import split_sentences
+
+log = logging.getLogger("qtsearch")
+
+#: Longest sentence kept, in characters: far beyond any `max_len` in tokens, short enough that a
+#: 10 MB line cannot blow up memory or the tokeniser.
+MAX_SENTENCE_CHARS = 10_000
+#: A paragraph of running text is split early once it grows past this many characters.
+MAX_PARAGRAPH_CHARS = 1_000_000
+#: File name endings read when a folder is given.
+TEXT_SUFFIXES = (".txt", ".txt.gz", ".text", ".gz")
+_WARN_LIMIT = 5
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence and where it came from (line is 1-based; doc counts across the corpus)."""
+
+    text: str
+    source: str
+    line: int
+    doc: int
+    position: int
+
+
+def list_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    """Expand folders (recursively, sorted, text endings only) and check every path exists."""
+    files: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            raise InputError(f"{p}: no such file or folder")
+        if p.is_dir():
+            found = sorted(
+                f
+                for f in p.rglob("*")
+                if f.is_file()
+                and not f.name.startswith(".")
+                and f.name.lower().endswith(TEXT_SUFFIXES)
+            )
+            if not found:
+                raise InputError(f"{p}: folder holds no text files ({', '.join(TEXT_SUFFIXES)})")
+            files.extend(found)
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise InputError(f"{p}: not a regular file")
+    if not files:
+        raise InputError("no input files given")
+    return files
+
+
+def _open_binary(path: Path):
+    try:
+        fh = open(path, "rb")
+    except PermissionError as e:
+        raise InputError(f"{path}: cannot be read (permission denied)") from e
+    except OSError as e:
+        raise InputError(f"{path}: cannot be read ({e.strerror})") from e
+    magic = fh.read(2)
+    fh.seek(0)
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=fh, mode="rb")
+    return fh
+
+
+def _looks_binary(head: bytes) -> bool:
+    """Text has almost no control bytes; images, archives and executables have many."""
+    if not head:
+        return False
+    if head.count(b"\x00") > len(head) // 100 + 1:
+        return True
+    control = sum(1 for b in head if b < 32 and b not in (9, 10, 12, 13, 27))
+    return control > len(head) * 0.05
+
+
+class _Lines:
+    """Decoded, cleaned lines of one file with their 1-based numbers; warns on repairs."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.warnings = 0
+
+    def _warn(self, lineno: int, what: str) -> None:
+        self.warnings += 1
+        if self.warnings <= _WARN_LIMIT:
+            log.warning("%s:%d: %s", self.path, lineno, what)
+        elif self.warnings == _WARN_LIMIT + 1:
+            log.warning("%s: more repairs in this file; further warnings suppressed", self.path)
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        fh = _open_binary(self.path)
+        try:
+            try:
+                head = fh.read(8192)
+            except (OSError, EOFError, zlib.error) as e:
+                raise InputError(f"{self.path}: corrupt or truncated gzip file ({e})") from e
+            if _looks_binary(head):
+                raise InputError(f"{self.path}: looks like a binary file, not text")
+            fh.seek(0)
+            lineno = 0
+            while True:
+                try:
+                    raw = fh.readline()
+                except (OSError, EOFError, zlib.error) as e:
+                    raise InputError(
+                        f"{self.path}: corrupt or truncated gzip file after line {lineno} ({e})"
+                    ) from e
+                if not raw:
+                    break
+                lineno += 1
+                yield lineno, self._clean(lineno, raw)
+        finally:
+            fh.close()
+
+    def _clean(self, lineno: int, raw: bytes) -> str:
+        if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        raw = raw.rstrip(b"\r\n")
+        if b"\x00" in raw:
+            raw = raw.replace(b"\x00", b"")
+            self._warn(lineno, "NUL bytes dropped")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("utf-8", errors="replace")
+            self._warn(lineno, "invalid UTF-8 bytes replaced with U+FFFD")
+        return text
+
+
+def _clip(lines: _Lines, lineno: int, text: str) -> str:
+    if len(text) > MAX_SENTENCE_CHARS:
+        lines._warn(lineno, f"sentence of {len(text):,} characters truncated to {MAX_SENTENCE_CHARS:,}")
+        return text[:MAX_SENTENCE_CHARS]
+    return text
+
+
+def _file_sentences_lines(lines: _Lines) -> Iterator[tuple[int, int, str]]:
+    """(document break?, line, text) for one-sentence-per-line files."""
+    new_doc = 1
+    for lineno, text in lines:
+        text = text.strip()
+        if not text:
+            new_doc = 1
+            continue
+        yield new_doc, lineno, _clip(lines, lineno, text)
+        new_doc = 0
+
+
+def _file_sentences_split(lines: _Lines) -> Iterator[tuple[int, int, str]]:
+    """(0, line, text) for running text: paragraphs joined, then split into sentences."""
+    buf: list[str] = []
+    starts: list[tuple[int, int]] = []  # (char offset in paragraph, line number)
+    size = 0
+
+    def flush() -> Iterator[tuple[int, int, str]]:
+        para = " ".join(buf)
+        k = 0
+        for off, sent in split_sentences(para):
+            while k + 1 < len(starts) and starts[k + 1][0] <= off:
+                k += 1
+            yield 0, starts[k][1], _clip(lines, starts[k][1], sent)
+        buf.clear()
+        starts.clear()
+
+    for lineno, text in lines:
+        text = text.strip()
+        if not text:
+            if buf:
+                yield from flush()
+                size = 0
+            continue
+        starts.append((size, lineno))
+        buf.append(text)
+        size += len(text) + 1
+        if size > MAX_PARAGRAPH_CHARS:
+            yield from flush()
+            size = 0
+    if buf:
+        yield from flush()
+
+
+def read_sentences(
+    paths: Iterable[str | os.PathLike], split: bool = False, strict_empty: bool = True
+) -> Iterator[Sentence]:
+    """Yield every sentence of the corpus in reading order.
+
+    Raises InputError for missing, binary or corrupt files, and (at the end) when the whole
+    corpus holds no sentence. A named file with no sentence is an error when `strict_empty`.
+    """
+    files = list_files(paths)
+    named = {Path(p) for p in paths if Path(p).is_file()}
+    doc = -1
+    total = 0
+    for path in files:
+        lines = _Lines(path)
+        gen = _file_sentences_split(lines) if split else _file_sentences_lines(lines)
+        position = 0
+        count = 0
+        first = True
+        for brk, lineno, text in gen:
+            if first or brk:
+                doc += 1
+                position = 0
+                first = False
+            yield Sentence(text, str(path), lineno, doc, position)
+            position += 1
+            count += 1
+        if count == 0:
+            if strict_empty and path in named:
+                raise InputError(f"{path}: empty file (no sentences)")
+            log.warning("%s: no sentences, skipped", path)
+        total += count
+    if total == 0:
+        raise InputError("the corpus holds no sentences")

@@ -1,0 +1,56 @@
+"""Case-sensitive vocabulary of the V most frequent words plus <pad> (id 0) and <unk> (id 1)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+from qtsearch.errors import ModelError
+
+PAD, UNK = "<pad>", "<unk>"
+
+
+class Vocab:
+    def __init__(self, words: list[str]):
+        if words[:2] != [PAD, UNK]:
+            raise ValueError("a vocabulary starts with <pad>, <unk>")
+        self.words = words
+        self.index = {w: i for i, w in enumerate(words)}
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    @classmethod
+    def build(cls, token_lists: Iterable[list[str]], size: int) -> Vocab:
+        """Count words over a stream of token lists (nothing is kept but the counts)."""
+        counts: Counter[str] = Counter()
+        for tokens in token_lists:
+            counts.update(tokens)
+        counts.pop(PAD, None)
+        counts.pop(UNK, None)
+        # ties broken by the word itself so the vocabulary is deterministic
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:size]
+        return cls([PAD, UNK] + [w for w, _ in ranked])
+
+    def encode(self, tokens: list[str], max_len: int) -> list[int]:
+        """Token ids, truncated (not dropped) to `max_len`; an empty sentence becomes [<unk>]."""
+        get = self.index.get
+        ids = [get(t, 1) for t in tokens[:max_len]]
+        return ids or [1]
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.words, ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> Vocab:
+        try:
+            words = json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError as e:
+            raise ModelError(f"{path}: vocabulary file missing") from e
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ModelError(f"{path}: vocabulary file is corrupt ({e})") from e
+        if not isinstance(words, list) or words[:2] != [PAD, UNK]:
+            raise ModelError(f"{path}: not a qtsearch vocabulary")
+        return cls(words)

@@ -1,0 +1,321 @@
+"""Training loop for Quick-Thoughts encoders.
+
+The corpus is tokenised once into a `TokenCorpus`; it is cut into blocks of B contiguous
+sentences (sentences are never shuffled, blocks are); a few evenly spaced blocks are held out
+for validation. The block order of epoch e is a permutation drawn from (seed, e), so the step
+number alone fixes the data position and `--resume` continues exactly: same data, same
+optimiser state, same weights as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from safetensors.torch import load_file, save_file
+
+from qtsearch.device import autocast_dtype, resolve_device
+from qtsearch.errors import InputError, ModelError, QTSearchError, UsageError
+from qtsearch.jsonconfig import write_json_atomic
+from qtsearch.models.encoders import ENCODERS, EncoderConfig, QuickThoughts
+from qtsearch.models.folder import METRICS, save_model
+from qtsearch.models.objective import qt_loss
+from qtsearch.pretrained import glove_matrix
+from qtsearch.text.reader import list_files
+from qtsearch.text.token_corpus import TokenCorpus
+
+log = logging.getLogger("qtsearch")
+
+
+class Interrupted(QTSearchError):
+    code = 130
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a training run; saved in the model's config.json."""
+
+    corpus: list[str] = field(default_factory=list)
+    out: str = "model"
+    encoder: str = "uni"
+    hidden: int = 1000
+    word_dim: int = 300
+    vocab_size: int = 50_000
+    max_len: int = 50
+    context: int = 3
+    batch_size: int = 400
+    lr: float = 5e-4
+    clip_norm: float = 5.0
+    epochs: int = 1
+    max_steps: int | None = None
+    device: str = "auto"
+    precision: str = "auto"
+    split_sentences: bool = False
+    seed: int = 0
+    val_every: int = 500
+    val_blocks: int = 50
+    checkpoint_every: int = 1000
+    log_every: int = 20
+
+    def check(self) -> None:
+        if self.encoder not in ENCODERS:
+            raise UsageError(f"--encoder must be one of {', '.join(ENCODERS)}, not {self.encoder!r}")
+        if self.context < 3 or self.context % 2 == 0:
+            raise UsageError("--context must be an odd number ≥ 3 (3 = previous and next sentence)")
+        for name in ("hidden", "word_dim", "vocab_size", "max_len", "batch_size", "epochs",
+                     "val_every", "val_blocks", "checkpoint_every", "log_every"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.batch_size < self.context:
+            raise UsageError("--batch-size must be larger than --context")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise UsageError("--max-steps must be at least 1")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise UsageError("--lr must be a positive number")
+
+    def encoder_config(self, vocab_len: int) -> EncoderConfig:
+        return EncoderConfig(encoder=self.encoder, vocab_size=vocab_len, word_dim=self.word_dim,
+                             hidden=self.hidden, max_len=self.max_len)
+
+
+@dataclass
+class TrainResult:
+    out: Path
+    steps: int
+    val_accuracy: float
+    chance: float
+    seconds: float
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, progress: bool = True, console: Console | None = None):
+        config.check()
+        self.cfg = config
+        self.out = Path(config.out)
+        self.show = progress
+        self.console = console or Console(stderr=True)
+        self.device = resolve_device(config.device)
+        self.amp = autocast_dtype(self.device, config.precision)
+
+    # ----- data -------------------------------------------------------------------------
+    def prepare(self) -> None:
+        cfg = self.cfg
+        if not cfg.corpus:
+            raise UsageError("give at least one corpus file or folder")
+        list_files(cfg.corpus)  # missing paths fail before anything is written
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            probe = self.out / ".write-test"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as e:
+            raise InputError(f"{self.out}: cannot write the model folder ({e.strerror})") from e
+        with self._progress() as prog:
+            task = prog.add_task("tokenising", total=None, info="")
+            self.data = TokenCorpus.build(
+                cfg.corpus, self.out / "cache" / "corpus", cfg.split_sentences, cfg.vocab_size,
+                cfg.max_len, progress=lambda n: prog.update(task, completed=n, info=f"{n:,} sentences"),
+            )
+        n, b = len(self.data), cfg.batch_size
+        n_blocks = n // b
+        if n_blocks < 2:
+            raise InputError(
+                f"the corpus has {n:,} sentences; training needs at least 2 × batch size "
+                f"({2 * b:,}): one batch to train on and one to validate. Use a larger corpus "
+                "or a smaller --batch-size"
+            )
+        n_val = min(cfg.val_blocks, max(1, n_blocks // 20))
+        self.val_blocks = np.unique(np.linspace(0, n_blocks - 1, n_val + 2)[1:-1].round().astype(int))
+        self.train_blocks = np.setdiff1d(np.arange(n_blocks), self.val_blocks)
+        self.steps_per_epoch = len(self.train_blocks)
+        self.total_steps = cfg.max_steps or cfg.epochs * self.steps_per_epoch
+
+    def block_at(self, step: int) -> int:
+        """The block trained on at `step` (0-based): a fixed function of seed and step."""
+        epoch, pos = divmod(step, self.steps_per_epoch)
+        order = np.random.default_rng([self.cfg.seed, epoch]).permutation(self.train_blocks)
+        return int(order[pos])
+
+    def _batch(self, block: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        b = self.cfg.batch_size
+        ids, lengths, docs = self.data.batch(block * b, (block + 1) * b)
+        return ids.to(self.device), lengths.to(self.device), docs.to(self.device)
+
+    # ----- model ------------------------------------------------------------------------
+    def build_model(self) -> None:
+        torch.manual_seed(self.cfg.seed)
+        self.model = QuickThoughts(self.cfg.encoder_config(len(self.data.vocab)))
+        if self.cfg.encoder == "mc":
+            matrix, coverage = glove_matrix(self.data.vocab.words)
+            self.model.set_frozen_vectors(torch.from_numpy(matrix))
+            log.info("GloVe covers %.1f%% of the vocabulary", 100 * coverage)
+        self.model.to(self.device)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optim = torch.optim.Adam(params, lr=self.cfg.lr)
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.amp is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp)
+
+    # ----- checkpoints ------------------------------------------------------------------
+    def _train_record(self) -> dict[str, Any]:
+        record = dataclasses.asdict(self.cfg)
+        record["corpus_signature"] = self.data.meta["signature"]
+        record["corpus_sentences"] = len(self.data)
+        return record
+
+    def save_checkpoint(self, step: int) -> None:
+        ckpt = self.out / "checkpoint"
+        tmp = self.out / "checkpoint.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()}
+        opt = self.optim.state_dict()
+        for i, st in opt["state"].items():
+            for k, v in st.items():
+                tensors[f"opt.{i}.{k}"] = torch.as_tensor(v).detach().cpu().contiguous()
+        tensors["rng.torch"] = torch.get_rng_state()
+        save_file(tensors, str(tmp / "state.safetensors"))
+        write_json_atomic(tmp / "state.json", {
+            "step": step, "param_groups": opt["param_groups"],
+            "signature": self.data.meta["signature"], "config": self._train_record(),
+        })
+        shutil.rmtree(ckpt, ignore_errors=True)
+        tmp.rename(ckpt)
+        save_model(self.out, self.model, self.data.vocab, self._train_record())
+
+    def load_checkpoint(self) -> int:
+        ckpt = self.out / "checkpoint"
+        try:
+            state = json.loads((ckpt / "state.json").read_text())
+            tensors = load_file(str(ckpt / "state.safetensors"))
+        except FileNotFoundError as e:
+            raise ModelError(f"{self.out}: no checkpoint to resume from") from e
+        except (OSError, ValueError, json.JSONDecodeError) as e:
+            raise ModelError(f"{ckpt}: corrupt checkpoint ({e})") from e
+        if state["signature"] != self.data.meta["signature"]:
+            raise UsageError("--resume needs the same corpus and options as the interrupted run")
+        old = state["config"]
+        for key in ("encoder", "hidden", "word_dim", "context", "batch_size", "seed", "lr"):
+            if old.get(key) != getattr(self.cfg, key):
+                raise UsageError(f"--resume: --{key.replace('_', '-')} differs from the checkpoint "
+                                 f"({old.get(key)} there, {getattr(self.cfg, key)} now)")
+        self.model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+        opt_state: dict[int, dict[str, torch.Tensor]] = {}
+        for k, v in tensors.items():
+            if k.startswith("opt."):
+                _, i, name = k.split(".", 2)
+                opt_state.setdefault(int(i), {})[name] = v.to(self.device) if v.dim() else v
+        self.optim.load_state_dict({"state": opt_state, "param_groups": state["param_groups"]})
+        torch.set_rng_state(tensors["rng.torch"])
+        step = int(state["step"])
+        self._trim_metrics(step)
+        return step
+
+    def _trim_metrics(self, step: int) -> None:
+        """Drop metric lines written after the checkpoint, so a resumed log has no repeats."""
+        path = self.out / METRICS
+        if path.is_file():
+            keep = [ln for ln in path.read_text().splitlines()
+                    if ln.strip() and json.loads(ln).get("step", 0) <= step]
+            path.write_text("".join(ln + "\n" for ln in keep))
+
+    def _log(self, row: dict[str, Any]) -> None:
+        with open(self.out / METRICS, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+    # ----- loop -------------------------------------------------------------------------
+    def validate(self) -> dict[str, float]:
+        self.model.eval()
+        loss = correct = rows = chance = 0.0
+        with torch.no_grad(), self._autocast():
+            for block in self.val_blocks:
+                ids, lengths, docs = self._batch(int(block))
+                f, g = self.model(ids, lengths)
+                st = qt_loss(f, g, docs, self.cfg.context)
+                loss += float(st.loss) * st.rows
+                correct += st.correct
+                rows += st.rows
+                chance += st.chance
+        self.model.train()
+        rows = max(rows, 1)
+        return {"val_loss": loss / rows, "val_accuracy": correct / rows, "chance": chance / rows}
+
+    def _progress(self) -> Progress:
+        return Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}"),
+            TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+            console=self.console, disable=not self.show, transient=False,
+        )
+
+    def run(self, resume: bool = False) -> TrainResult:
+        self.prepare()
+        self.build_model()
+        step = self.load_checkpoint() if resume else 0
+        if not resume:
+            shutil.rmtree(self.out / "checkpoint", ignore_errors=True)
+            (self.out / METRICS).unlink(missing_ok=True)
+        cfg = self.cfg
+        t_start = time.time()
+        seen = 0
+        window: list[tuple[float, int, int]] = []
+        last = self.validate() if step == 0 else None
+        if last:
+            self._log({"step": 0, **last})
+        self.model.train()
+        with self._progress() as prog:
+            task = prog.add_task("training", total=self.total_steps, completed=step, info="")
+            try:
+                while step < self.total_steps:
+                    ids, lengths, docs = self._batch(self.block_at(step))
+                    with self._autocast():
+                        f, g = self.model(ids, lengths)
+                    st = qt_loss(f, g, docs, cfg.context)
+                    self.optim.zero_grad(set_to_none=True)
+                    st.loss.backward()
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm)
+                    self.optim.step()
+                    step += 1
+                    seen += ids.shape[0]
+                    window.append((float(st.loss.detach()), st.correct, st.rows))
+                    if step % cfg.log_every == 0 or step == self.total_steps:
+                        rate = seen / max(time.time() - t_start, 1e-9)
+                        loss = sum(w[0] for w in window) / len(window)
+                        acc = sum(w[1] for w in window) / max(1, sum(w[2] for w in window))
+                        window.clear()
+                        self._log({"step": step, "epoch": step / self.steps_per_epoch, "loss": loss,
+                                   "train_accuracy": acc, "sentences_per_s": rate})
+                        prog.update(task, info=f"loss {loss:.3f} acc {acc:.3f} {rate:,.0f} sent/s")
+                    if step % cfg.val_every == 0 or step == self.total_steps:
+                        last = self.validate()
+                        self._log({"step": step, **last})
+                    if step % cfg.checkpoint_every == 0 or step == self.total_steps:
+                        self.save_checkpoint(step)
+                    prog.update(task, completed=step)
+            except KeyboardInterrupt:
+                self.save_checkpoint(step)
+                raise Interrupted(
+                    f"interrupted at step {step}; checkpoint saved in {self.out} — continue with --resume"
+                ) from None
+        if last is None:
+            last = self.validate()
+        return TrainResult(self.out, step, last["val_accuracy"], last["chance"], time.time() - t_start)
+
+
+def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> TrainResult:
+    """Train a Quick-Thoughts model into `config.out` (a model folder) and return its metrics."""
+    return Trainer(config, progress=progress).run(resume=resume)
+
