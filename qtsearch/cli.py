@@ -52,8 +52,11 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as e:
         if os.environ.get("QTSEARCH_DEBUG"):
             raise
-        print(f"qtsearch: internal error: {type(e).__name__}: {e} "
-              "(run with QTSEARCH_DEBUG=1 for a traceback)", file=sys.stderr)
+        print(
+            f"qtsearch: internal error: {type(e).__name__}: {e} "
+            "(run with QTSEARCH_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
         sys.exit(1)
 
 

@@ -33,8 +33,9 @@ def default_model_path() -> Path:
 class Encoder:
     """A loaded model: `encode(sentences)` gives a float32 matrix [n, dim]."""
 
-    def __init__(self, path: str | os.PathLike | None = None, device: str = "auto",
-                 precision: str = "auto"):
+    def __init__(
+        self, path: str | os.PathLike | None = None, device: str = "auto", precision: str = "auto"
+    ):
         self.path = Path(path) if path is not None else default_model_path()
         self.model, self.vocab, self.config = load_model(self.path)
         self.device = resolve_device(device)
@@ -49,8 +50,13 @@ class Encoder:
         return self.path.name if self.path != DEFAULT_MODEL else "default"
 
     def info(self) -> dict[str, Any]:
-        return {"path": str(self.path), "fingerprint": self.fingerprint, "dim": self.dim,
-                "encoder": self.model.cfg.encoder, "validation": latest_validation(self.path)}
+        return {
+            "path": str(self.path),
+            "fingerprint": self.fingerprint,
+            "dim": self.dim,
+            "encoder": self.model.cfg.encoder,
+            "validation": latest_validation(self.path),
+        }
 
     def token_ids(self, sentence: str) -> list[int]:
         return self.vocab.encode(tokenize(sentence), self.max_len)
@@ -79,8 +85,11 @@ class Encoder:
     ) -> np.ndarray:
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         order = np.argsort([len(x) for x in ids], kind="stable")
-        autocast = (torch.autocast(self.device.type, dtype=self.amp) if self.amp
-                    else contextlib.nullcontext())
+        autocast = (
+            torch.autocast(self.device.type, dtype=self.amp)
+            if self.amp
+            else contextlib.nullcontext()
+        )
         with torch.inference_mode(), autocast:
             for s in range(0, len(order), batch_size):
                 rows = order[s : s + batch_size]
@@ -101,7 +110,8 @@ class Encoder:
         return out
 
 
-def load_encoder(path: str | os.PathLike | None = None, device: str = "auto",
-                 precision: str = "auto") -> Encoder:
+def load_encoder(
+    path: str | os.PathLike | None = None, device: str = "auto", precision: str = "auto"
+) -> Encoder:
     """Load a model folder (None: the shipped default model)."""
     return Encoder(path, device=device, precision=precision)

@@ -71,11 +71,23 @@ class TrainConfig:
 
     def check(self) -> None:
         if self.encoder not in ENCODERS:
-            raise UsageError(f"--encoder must be one of {', '.join(ENCODERS)}, not {self.encoder!r}")
+            raise UsageError(
+                f"--encoder must be one of {', '.join(ENCODERS)}, not {self.encoder!r}"
+            )
         if self.context < 3 or self.context % 2 == 0:
             raise UsageError("--context must be an odd number ≥ 3 (3 = previous and next sentence)")
-        for name in ("hidden", "word_dim", "vocab_size", "max_len", "batch_size", "epochs",
-                     "val_every", "val_blocks", "checkpoint_every", "log_every"):
+        for name in (
+            "hidden",
+            "word_dim",
+            "vocab_size",
+            "max_len",
+            "batch_size",
+            "epochs",
+            "val_every",
+            "val_blocks",
+            "checkpoint_every",
+            "log_every",
+        ):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
         if self.batch_size < self.context:
@@ -86,8 +98,13 @@ class TrainConfig:
             raise UsageError("--lr must be a positive number")
 
     def encoder_config(self, vocab_len: int) -> EncoderConfig:
-        return EncoderConfig(encoder=self.encoder, vocab_size=vocab_len, word_dim=self.word_dim,
-                             hidden=self.hidden, max_len=self.max_len)
+        return EncoderConfig(
+            encoder=self.encoder,
+            vocab_size=vocab_len,
+            word_dim=self.word_dim,
+            hidden=self.hidden,
+            max_len=self.max_len,
+        )
 
 
 @dataclass
@@ -125,8 +142,12 @@ class Trainer:
         with self._progress() as prog:
             task = prog.add_task("tokenising", total=None, info="")
             self.data = TokenCorpus.build(
-                cfg.corpus, self.out / "cache" / "corpus", cfg.split_sentences, cfg.vocab_size,
-                cfg.max_len, progress=lambda n: prog.update(task, completed=n, info=f"{n:,} sentences"),
+                cfg.corpus,
+                self.out / "cache" / "corpus",
+                cfg.split_sentences,
+                cfg.vocab_size,
+                cfg.max_len,
+                progress=lambda n: prog.update(task, completed=n, info=f"{n:,} sentences"),
             )
         n, b = len(self.data), cfg.batch_size
         n_blocks = n // b
@@ -137,7 +158,9 @@ class Trainer:
                 "or a smaller --batch-size"
             )
         n_val = min(cfg.val_blocks, max(1, n_blocks // 20))
-        self.val_blocks = np.unique(np.linspace(0, n_blocks - 1, n_val + 2)[1:-1].round().astype(int))
+        self.val_blocks = np.unique(
+            np.linspace(0, n_blocks - 1, n_val + 2)[1:-1].round().astype(int)
+        )
         self.train_blocks = np.setdiff1d(np.arange(n_blocks), self.val_blocks)
         self.steps_per_epoch = len(self.train_blocks)
         self.total_steps = cfg.max_steps or cfg.epochs * self.steps_per_epoch
@@ -182,17 +205,24 @@ class Trainer:
         tmp = self.out / "checkpoint.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()}
+        tensors = {
+            f"model.{k}": v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()
+        }
         opt = self.optim.state_dict()
         for i, st in opt["state"].items():
             for k, v in st.items():
                 tensors[f"opt.{i}.{k}"] = torch.as_tensor(v).detach().cpu().contiguous()
         tensors["rng.torch"] = torch.get_rng_state()
         save_file(tensors, str(tmp / "state.safetensors"))
-        write_json_atomic(tmp / "state.json", {
-            "step": step, "param_groups": opt["param_groups"],
-            "signature": self.data.meta["signature"], "config": self._train_record(),
-        })
+        write_json_atomic(
+            tmp / "state.json",
+            {
+                "step": step,
+                "param_groups": opt["param_groups"],
+                "signature": self.data.meta["signature"],
+                "config": self._train_record(),
+            },
+        )
         shutil.rmtree(ckpt, ignore_errors=True)
         tmp.rename(ckpt)
         save_model(self.out, self.model, self.data.vocab, self._train_record())
@@ -211,8 +241,10 @@ class Trainer:
         old = state["config"]
         for key in ("encoder", "hidden", "word_dim", "context", "batch_size", "seed", "lr"):
             if old.get(key) != getattr(self.cfg, key):
-                raise UsageError(f"--resume: --{key.replace('_', '-')} differs from the checkpoint "
-                                 f"({old.get(key)} there, {getattr(self.cfg, key)} now)")
+                raise UsageError(
+                    f"--resume: --{key.replace('_', '-')} differs from the checkpoint "
+                    f"({old.get(key)} there, {getattr(self.cfg, key)} now)"
+                )
         self.model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
         opt_state: dict[int, dict[str, torch.Tensor]] = {}
         for k, v in tensors.items():
@@ -229,8 +261,11 @@ class Trainer:
         """Drop metric lines written after the checkpoint, so a resumed log has no repeats."""
         path = self.out / METRICS
         if path.is_file():
-            keep = [ln for ln in path.read_text().splitlines()
-                    if ln.strip() and json.loads(ln).get("step", 0) <= step]
+            keep = [
+                ln
+                for ln in path.read_text().splitlines()
+                if ln.strip() and json.loads(ln).get("step", 0) <= step
+            ]
             path.write_text("".join(ln + "\n" for ln in keep))
 
     def _log(self, row: dict[str, Any]) -> None:
@@ -254,11 +289,22 @@ class Trainer:
         rows = max(rows, 1)
         return {"val_loss": loss / rows, "val_accuracy": correct / rows, "chance": chance / rows}
 
+    def _plain(self, line: str) -> None:
+        """Plain progress lines for logs: a bar drawn to a file shows nothing until the end."""
+        if self.show and not self.console.is_terminal:
+            self.console.print(line, highlight=False)
+
     def _progress(self) -> Progress:
         return Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}"),
-            TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-            console=self.console, disable=not self.show, transient=False,
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed:,.0f}"),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=self.console,
+            disable=not self.show,
+            transient=False,
         )
 
     def run(self, resume: bool = False) -> TrainResult:
@@ -296,26 +342,41 @@ class Trainer:
                         loss = sum(w[0] for w in window) / len(window)
                         acc = sum(w[1] for w in window) / max(1, sum(w[2] for w in window))
                         window.clear()
-                        self._log({"step": step, "epoch": step / self.steps_per_epoch, "loss": loss,
-                                   "train_accuracy": acc, "sentences_per_s": rate})
-                        prog.update(task, info=f"loss {loss:.3f} acc {acc:.3f} {rate:,.0f} sent/s")
+                        self._log(
+                            {
+                                "step": step,
+                                "epoch": step / self.steps_per_epoch,
+                                "loss": loss,
+                                "train_accuracy": acc,
+                                "sentences_per_s": rate,
+                            }
+                        )
+                        info = f"loss {loss:.3f} acc {acc:.3f} {rate:,.0f} sent/s"
+                        prog.update(task, info=info)
+                        self._plain(f"step {step:,}/{self.total_steps:,} {info}")
                     if step % cfg.val_every == 0 or step == self.total_steps:
                         last = self.validate()
                         self._log({"step": step, **last})
+                        self._plain(
+                            f"step {step:,} validation accuracy {last['val_accuracy']:.4f} "
+                            f"(chance {last['chance']:.4f}) loss {last['val_loss']:.4f}"
+                        )
                     if step % cfg.checkpoint_every == 0 or step == self.total_steps:
                         self.save_checkpoint(step)
                     prog.update(task, completed=step)
             except KeyboardInterrupt:
                 self.save_checkpoint(step)
                 raise Interrupted(
-                    f"interrupted at step {step}; checkpoint saved in {self.out} — continue with --resume"
+                    f"interrupted at step {step}; checkpoint saved in {self.out}; "
+                    "continue with --resume"
                 ) from None
         if last is None:
             last = self.validate()
-        return TrainResult(self.out, step, last["val_accuracy"], last["chance"], time.time() - t_start)
+        return TrainResult(
+            self.out, step, last["val_accuracy"], last["chance"], time.time() - t_start
+        )
 
 
 def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> TrainResult:
     """Train a Quick-Thoughts model into `config.out` (a model folder) and return its metrics."""
     return Trainer(config, progress=progress).run(resume=resume)
-

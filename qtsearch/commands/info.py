@@ -14,9 +14,14 @@ from qtsearch.models.folder import is_model_folder, latest_validation, read_conf
 def model_info(path: Path) -> dict:
     config = read_config(path)
     val = latest_validation(path) or {}
-    return {"kind": "model", "path": str(path), "config": config,
-            "val_accuracy": val.get("val_accuracy"), "chance": val.get("chance"),
-            "step": val.get("step")}
+    return {
+        "kind": "model",
+        "path": str(path),
+        "config": config,
+        "val_accuracy": val.get("val_accuracy"),
+        "chance": val.get("chance"),
+        "step": val.get("step"),
+    }
 
 
 def info(

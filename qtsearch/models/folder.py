@@ -23,7 +23,12 @@ from qtsearch.models.encoders import ENCODERS, EncoderConfig, QuickThoughts
 from qtsearch.text.vocab import Vocab
 
 FORMAT = "qtsearch-model"
-CONFIG, VOCAB, WEIGHTS, METRICS = "config.json", "vocab.json", "weights.safetensors", "metrics.jsonl"
+CONFIG, VOCAB, WEIGHTS, METRICS = (
+    "config.json",
+    "vocab.json",
+    "weights.safetensors",
+    "metrics.jsonl",
+)
 
 
 def is_model_folder(path: Path) -> bool:

@@ -74,7 +74,7 @@ def list_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
 
 def _open_binary(path: Path):
     try:
-        fh = open(path, "rb")
+        fh = open(path, "rb")  # noqa: SIM115 - returned open; the caller closes it
     except PermissionError as e:
         raise InputError(f"{path}: cannot be read (permission denied)") from e
     except OSError as e:
@@ -152,7 +152,9 @@ class _Lines:
 
 def _clip(lines: _Lines, lineno: int, text: str) -> str:
     if len(text) > MAX_SENTENCE_CHARS:
-        lines._warn(lineno, f"sentence of {len(text):,} characters truncated to {MAX_SENTENCE_CHARS:,}")
+        lines._warn(
+            lineno, f"sentence of {len(text):,} characters truncated to {MAX_SENTENCE_CHARS:,}"
+        )
         return text[:MAX_SENTENCE_CHARS]
     return text
 

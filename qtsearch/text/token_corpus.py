@@ -27,7 +27,9 @@ from qtsearch.text.vocab import PAD, UNK, Vocab
 _CHUNK = 1 << 16
 
 
-def corpus_signature(paths: Iterable[str | os.PathLike], split: bool, vocab_size: int, max_len: int) -> str:
+def corpus_signature(
+    paths: Iterable[str | os.PathLike], split: bool, vocab_size: int, max_len: int
+) -> str:
     """Identifies a corpus build: the files (path, size, mtime) and the options."""
     h = hashlib.sha256(json.dumps([split, vocab_size, max_len]).encode())
     for f in list_files(paths):
@@ -42,7 +44,9 @@ class TokenCorpus:
         self.meta = json.loads((self.folder / "meta.json").read_text())
         n, t = self.meta["sentences"], self.meta["tokens"]
         self.ids = np.memmap(self.folder / "ids.bin", dtype=np.int32, mode="r", shape=(t,))
-        self.offsets = np.memmap(self.folder / "offsets.bin", dtype=np.int64, mode="r", shape=(n + 1,))
+        self.offsets = np.memmap(
+            self.folder / "offsets.bin", dtype=np.int64, mode="r", shape=(n + 1,)
+        )
         self.docs = np.memmap(self.folder / "docs.bin", dtype=np.int32, mode="r", shape=(n,))
         self.vocab = Vocab.load(self.folder / "vocab.json")
 
@@ -89,9 +93,11 @@ class TokenCorpus:
         id_buf: list[int] = []
         off_buf: list[int] = [0]
         doc_buf: list[int] = []
-        with open(tmp / "ids.bin", "wb") as fi, open(tmp / "offsets.bin", "wb") as fo, open(
-            tmp / "docs.bin", "wb"
-        ) as fd:
+        with (
+            open(tmp / "ids.bin", "wb") as fi,
+            open(tmp / "offsets.bin", "wb") as fo,
+            open(tmp / "docs.bin", "wb") as fd,
+        ):
 
             def flush() -> None:
                 np.asarray(id_buf, dtype=np.int32).tofile(fi)
@@ -138,8 +144,15 @@ class TokenCorpus:
         vocab.save(tmp / "vocab.json")
         write_json_atomic(
             tmp / "meta.json",
-            {"signature": sig, "sentences": n_sent, "tokens": n_tok, "types": len(words),
-             "vocab_size": len(vocab), "max_len": max_len, "split": split},
+            {
+                "signature": sig,
+                "sentences": n_sent,
+                "tokens": n_tok,
+                "types": len(words),
+                "vocab_size": len(vocab),
+                "max_len": max_len,
+                "split": split,
+            },
         )
         if n_sent == 0:
             raise InputError("the corpus holds no sentences")

@@ -1,0 +1,1 @@
+"""Evaluation of sentence encoders: transfer/similarity tasks and the Yelp analogy benchmark."""

@@ -1,0 +1,57 @@
+"""Shared fixtures: the real data folder and one tiny model trained once per test session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Two compute jobs with two threads each thrash a 2-core machine; tests stay single-threaded.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+TINY_BOOKS = [
+    "gutenberg/0003-austen-jane--emma.txt.gz",
+    "gutenberg/0641-austen-jane--pride-and-prejudice.txt.gz",
+]
+
+
+def _shared() -> Path:
+    if not (SHARED_DATA / "README.md").is_file():
+        pytest.fail(f"the shared data folder is missing: expected it at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data beside the checkout (fails clearly when absent)."""
+    return _shared()
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small uni-GRU QT model trained on two real Austen novels (a few seconds on 1 core)."""
+    import torch
+
+    from qtsearch.training import TrainConfig, train
+
+    torch.set_num_threads(1)
+    out = tmp_path_factory.mktemp("tiny_model")
+    config = TrainConfig(
+        corpus=[str(_shared() / b) for b in TINY_BOOKS],
+        out=str(out),
+        encoder="uni",
+        hidden=64,
+        word_dim=32,
+        vocab_size=5000,
+        batch_size=100,
+        max_steps=60,
+        split_sentences=True,
+        val_every=30,
+        checkpoint_every=60,
+        lr=5e-3,
+    )
+    train(config, progress=False)
+    return out
