@@ -92,6 +92,8 @@ def _looks_binary(head: bytes) -> bool:
         return False
     if head.count(b"\x00") > len(head) // 100 + 1:
         return True
+    if len(head) < 512:  # too little to judge by control bytes
+        return False
     control = sum(1 for b in head if b < 32 and b not in (9, 10, 12, 13, 27))
     return control > len(head) * 0.05
 

@@ -1,9 +1,21 @@
-"""Sentence splitting of running text with BlingFire (fast C++ rules that keep "Mr." and
-"Dr." inside their sentence), returning each sentence's character offset."""
+"""Sentence splitting of running text with BlingFire (fast C++ rules), returning each
+sentence's character offset.
+
+BlingFire sometimes cuts after a title ("… married. Mr." | "Weston was …"); a piece that ends
+in a title or common abbreviation is glued to the next one, so "Mr." and "Dr." never end a
+sentence.
+"""
 
 from __future__ import annotations
 
+import re
+
 import blingfire
+
+_NO_END = re.compile(
+    r"(?:^|[\s(\"'“‘])(?:Mr|Mrs|Ms|Mme|Mlle|Dr|St|Prof|Rev|Hon|Col|Gen|Capt|Lt|Sgt|Mt|Jr|Sr|"
+    r"Messrs|Gov|Pres|Sen|Rep|vs|etc|e\.g|i\.e|viz|cf|No|Vol|pp|Fig)\.$"
+)
 
 
 def split_sentences(paragraph: str) -> list[tuple[int, str]]:
@@ -11,8 +23,14 @@ def split_sentences(paragraph: str) -> list[tuple[int, str]]:
     if not paragraph.strip():
         return []
     _, offsets = blingfire.text_to_sentences_and_offsets(paragraph)
-    out = []
+    spans: list[list[int]] = []
     for start, end in offsets:
+        if spans and _NO_END.search(paragraph[spans[-1][0] : spans[-1][1]].rstrip()):
+            spans[-1][1] = end
+        else:
+            spans.append([start, end])
+    out = []
+    for start, end in spans:
         piece = paragraph[start:end].strip()
         if piece:
             out.append((start, piece))

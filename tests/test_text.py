@@ -1,0 +1,167 @@
+"""Corpus reading, sentence splitting, tokenisation and vocabulary, on real files and on
+arbitrary Unicode (hypothesis)."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qtsearch.errors import InputError, ModelError
+from qtsearch.text import Vocab, read_sentences, tokenize
+from qtsearch.text.reader import MAX_SENTENCE_CHARS
+from qtsearch.text.splitter import split_sentences
+from qtsearch.text.token_corpus import TokenCorpus
+
+
+def test_lines_layout_keeps_source_line_document_and_position(tmp_path: Path) -> None:
+    f = tmp_path / "c.txt"
+    f.write_text("First one.\nSecond one.\n\n\nThird, new doc.\n")
+    got = list(read_sentences([f]))
+    assert [(s.text, s.line, s.doc, s.position) for s in got] == [
+        ("First one.", 1, 0, 0),
+        ("Second one.", 2, 0, 1),
+        ("Third, new doc.", 5, 1, 0),
+    ]
+    assert all(s.source == str(f) for s in got)
+
+
+def test_running_text_is_split_and_mr_dr_do_not_end_sentences(tmp_path: Path) -> None:
+    f = tmp_path / "book.txt"
+    f.write_text(
+        "Mr. Smith met Dr. Watson at\nthe station. They talked.\n\nA new paragraph here.\n"
+    )
+    got = list(read_sentences([f], split=True))
+    assert [s.text for s in got] == [
+        "Mr. Smith met Dr. Watson at the station.",
+        "They talked.",
+        "A new paragraph here.",
+    ]
+    assert [s.line for s in got] == [1, 2, 4]
+    assert {s.doc for s in got} == {0}  # a file of running text is one document
+
+
+def test_real_gutenberg_book_reads_from_gzip(shared_data: Path) -> None:
+    book = shared_data / "gutenberg" / "0003-austen-jane--emma.txt.gz"
+    sents = list(read_sentences([book], split=True))
+    assert len(sents) > 5000
+    assert all(s.text and len(s.text) <= MAX_SENTENCE_CHARS for s in sents)
+    assert any("Mr. Knightley" in s.text for s in sents)
+    assert not any(s.text.endswith("Mr.") for s in sents)
+
+
+def test_folders_are_read_in_sorted_order_and_files_start_documents(tmp_path: Path) -> None:
+    (tmp_path / "b.txt").write_text("B one.\n")
+    with gzip.open(tmp_path / "a.txt.gz", "wt") as fh:
+        fh.write("A one.\nA two.\n")
+    (tmp_path / "notes.tsv").write_text("ignored\tcolumns\n")
+    got = list(read_sentences([tmp_path]))
+    assert [(s.text, s.doc) for s in got] == [("A one.", 0), ("A two.", 0), ("B one.", 1)]
+
+
+def test_messy_bytes_are_repaired_with_warnings_naming_file_and_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    f = tmp_path / "messy.txt"
+    f.write_bytes(
+        b"\xef\xbb\xbfBOM first.\r\nBad \xff byte.\r\nNUL\x00 here.\n"
+        + "Ελληνικά και 日本語.\n".encode()
+    )
+    with caplog.at_level(logging.WARNING, logger="qtsearch"):
+        got = [s.text for s in read_sentences([f])]
+    assert got == ["BOM first.", "Bad \ufffd byte.", "NUL here.", "Ελληνικά και 日本語."]
+    assert f"{f}:2: invalid UTF-8" in caplog.text and f"{f}:3: NUL" in caplog.text
+
+
+def test_a_ten_megabyte_line_is_truncated_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    f = tmp_path / "long.txt"
+    f.write_text("word " * 2_000_000 + "\nshort.\n")
+    with caplog.at_level(logging.WARNING, logger="qtsearch"):
+        got = list(read_sentences([f]))
+    assert len(got[0].text) == MAX_SENTENCE_CHARS and got[1].text == "short."
+    assert "truncated" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "kind", ["missing", "empty", "blank", "binary", "truncated_gz", "no_text_folder"]
+)
+def test_bad_input_raises_input_error(kind: str, tmp_path: Path) -> None:
+    p = tmp_path / "x.txt"
+    if kind == "empty":
+        p.write_text("")
+    elif kind == "blank":
+        p.write_text("\n   \n\t\n")
+    elif kind == "binary":
+        p.write_bytes(bytes(range(256)) * 100)
+    elif kind == "truncated_gz":
+        p = tmp_path / "x.txt.gz"
+        p.write_bytes(gzip.compress(("Some text here. " * 20000).encode())[:500])
+    elif kind == "no_text_folder":
+        p = tmp_path / "d"
+        p.mkdir()
+        (p / "image.png").write_bytes(b"\x89PNG")
+    with pytest.raises(InputError, match=str(p.name) if kind != "empty" else "empty|no sentences"):
+        list(read_sentences([p]))
+
+
+def test_tokenizer_splits_punctuation_and_keeps_case() -> None:
+    assert tokenize("Don't stop, Mr. Smith!") == ["Do", "n't", "stop", ",", "Mr", ".", "Smith", "!"]
+    assert tokenize("") == []
+
+
+def test_vocab_is_frequency_ranked_deterministic_and_truncates(tmp_path: Path) -> None:
+    v = Vocab.build([["b", "a", "a", "c", "b", "a"], ["d"]], size=2)
+    assert v.words == ["<pad>", "<unk>", "a", "b"]
+    assert v.encode(["a", "zzz", "b", "a"], max_len=3) == [2, 1, 3]
+    assert v.encode([], max_len=3) == [1]
+    v.save(tmp_path / "v.json")
+    assert Vocab.load(tmp_path / "v.json").words == v.words
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ModelError):
+        Vocab.load(tmp_path / "bad.json")
+
+
+def test_token_corpus_round_trips_the_text(shared_data: Path, tmp_path: Path) -> None:
+    book = shared_data / "gutenberg" / "0003-austen-jane--emma.txt.gz"
+    tc = TokenCorpus.build([str(book)], tmp_path / "tc", split=True, vocab_size=50_000, max_len=50)
+    sents = list(read_sentences([book], split=True))
+    assert len(tc) == len(sents)
+    ids, lengths, _ = tc.batch(100, 110)
+    for row, n, s in zip(ids, lengths, sents[100:110]):
+        assert [tc.vocab.words[i] for i in row[:n]] == tokenize(s.text)[:50]
+    assert TokenCorpus.build([str(book)], tmp_path / "tc", True, 50_000, 50).meta == tc.meta
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_tokenizer_and_splitter_never_fail_on_arbitrary_unicode(text: str) -> None:
+    tokens = tokenize(text)
+    assert all(t and not any(c.isspace() for c in t) for t in tokens)
+    for offset, sentence in split_sentences(text):
+        assert 0 <= offset <= len(text) and sentence == sentence.strip() and sentence
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc"))), min_size=1, max_size=8
+    )
+)
+def test_reader_round_trips_arbitrary_lines(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[str]
+) -> None:
+    f = tmp_path_factory.mktemp("h") / "t.txt"
+    clean = [" ".join(ln.split()) for ln in lines]
+    f.write_text("\n".join(clean) + "\n", encoding="utf-8")
+    expected = [ln for ln in clean if ln.strip()]
+    if not expected:
+        with pytest.raises(InputError):
+            list(read_sentences([f]))
+        return
+    assert [s.text for s in read_sentences([f])] == [ln.strip() for ln in expected]
