@@ -15,7 +15,10 @@ import json
 import logging
 import math
 import shutil
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +44,23 @@ log = logging.getLogger("qtsearch")
 
 class Interrupted(QTSearchError):
     code = 130
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (kill, a job scheduler's stop) saves a checkpoint like Ctrl-C does."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @dataclass
@@ -322,7 +342,7 @@ class Trainer:
         if last:
             self._log({"step": 0, **last})
         self.model.train()
-        with self._progress() as prog:
+        with self._progress() as prog, _sigterm_as_interrupt():
             task = prog.add_task("training", total=self.total_steps, completed=step, info="")
             try:
                 while step < self.total_steps:

@@ -104,7 +104,9 @@ def test_resume_continues_exactly(shared_data: Path, tmp_path: Path) -> None:
     assert steps == sorted(set(steps))  # no repeated log lines after the resume
 
 
-def test_ctrl_c_saves_a_checkpoint_that_resumes(shared_data: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_kill_saves_a_checkpoint_that_resumes(sig: int, shared_data: Path,
+                                                        tmp_path: Path) -> None:
     out = tmp_path / "m"
     args = [
         "train",
@@ -136,7 +138,7 @@ def test_ctrl_c_saves_a_checkpoint_that_resumes(shared_data: Path, tmp_path: Pat
     while time.time() < deadline and not (out / "metrics.jsonl").exists():
         time.sleep(0.2)
     time.sleep(2)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "--resume" in err
