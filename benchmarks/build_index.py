@@ -1,0 +1,210 @@
+"""Benchmark `qtsearch build-index` on N sentences of the shared Gutenberg books.
+
+For each N (default 10k, 100k, 1M) the first N sentences of the books (running text, split into
+sentences, in file order) are written one per line, and `qtsearch build-index` runs on them in
+a child process, so its peak RSS is measured alone (os.wait4). Printed per N: time per stage,
+sentences/s, peak RSS, size on disk, peak RSS minus index size (the target: at most 2 GB at
+every N, i.e. memory flat in corpus size), and the embedding stage's arithmetic throughput
+against a dense matmul of the same precision on the same device (the target: ≥ 60%).
+
+    python benchmarks/build_index.py --model DIR --sentences 10000 100000 1000000
+
+The last lines are a Markdown table ready for the README. Use --json FILE to keep raw figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+GUTENBERG = REPO.parent / "shared" / "data" / "gutenberg"
+
+
+def write_corpus(n: int, path: Path) -> int:
+    """The first n sentences of the Gutenberg books, one per line, a blank line between books."""
+    from qtsearch.text.reader import read_sentences
+
+    books = sorted(GUTENBERG.glob("*.txt.gz"))
+    if not books:
+        sys.exit(f"benchmark: no Gutenberg books in {GUTENBERG}")
+    written, doc = 0, None
+    with open(path, "w", encoding="utf-8") as fh:
+        for s in read_sentences([str(b) for b in books], split=True):
+            if doc is not None and s.doc != doc:
+                fh.write("\n")
+            doc = s.doc
+            fh.write(s.text.replace("\n", " ") + "\n")
+            written += 1
+            if written == n:
+                break
+    return written
+
+
+def gru_flops_per_token(model) -> int:
+    """Multiply-adds x 2 of every GRU weight matrix, applied once per token per GRU."""
+    import torch
+
+    total = 0
+    for module in model.modules():
+        if isinstance(module, torch.nn.GRU):
+            total += sum(p.numel() for name, p in module.named_parameters()
+                         if name.startswith("weight_"))
+    return 2 * total
+
+
+def matmul_gflops(device: str, dtype_name: str, size: int = 2048, reps: int = 20) -> float:
+    """Dense size x size matmul throughput in the precision the embedding uses."""
+    import torch
+
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype_name]
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    for _ in range(3):
+        a @ b
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return 2 * size**3 * reps / (time.perf_counter() - t) / 1e9
+
+
+def model_figures(model_path: str | None, device: str, sample: list[str]) -> dict:
+    """FLOPs per token, mean tokens per sentence (on a sample) and the matmul ceiling."""
+    import torch
+
+    from qtsearch.embed import load_encoder
+
+    enc = load_encoder(model_path, device=device)
+    tokens = sum(len(enc.token_ids(s)) for s in sample) / max(1, len(sample))
+    precision = "bf16" if enc.amp == torch.bfloat16 else "fp32"
+    return {"model": str(enc.path), "dim": enc.dim, "device": str(enc.device),
+            "precision": precision, "flops_per_token": gru_flops_per_token(enc.model),
+            "tokens_per_sentence": tokens, "threads": torch.get_num_threads(),
+            "matmul_gflops": matmul_gflops(enc.device.type, precision)}
+
+
+def run_build(corpus: Path, out: Path, args: argparse.Namespace) -> tuple[float, int, str]:
+    """Run the CLI in a child; returns (wall seconds, peak RSS bytes, stderr tail)."""
+    cmd = [sys.executable, str(REPO / "cli.py"), "build-index", str(corpus), "--out", str(out),
+           "--index", args.index, "--device", args.device, "-q"]
+    if args.model:
+        cmd += ["--model", args.model]
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    stderr = proc.stderr.read() if proc.stderr else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        sys.exit(f"benchmark: build-index failed ({proc.returncode}): {stderr.strip()[-2000:]}")
+    return wall, usage.ru_maxrss * 1024, stderr
+
+
+def gb(n: float) -> str:
+    return f"{n / 1e9:.2f} GB"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sentences", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--model", default=None, help="model folder (default: the shipped model)")
+    ap.add_argument("--index", default="auto", help="auto | flat | sq8 | ivf-pq | hnsw")
+    ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    ap.add_argument("--workdir", default=None, help="where corpora and indexes go (temp dir)")
+    ap.add_argument("--json", default=None, help="also write the raw figures here")
+    args = ap.parse_args()
+
+    from qtsearch.errors import QTSearchError
+    from qtsearch.index import read_manifest
+    from qtsearch.indexer import folder_bytes, total_seconds
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="qtsearch-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    results = []
+    figures: dict | None = None
+    try:
+        for n in sorted(args.sentences):
+            corpus = work / f"gutenberg-{n}.txt"
+            got = write_corpus(n, corpus)
+            if figures is None:
+                sample = [line for line in corpus.read_text(encoding="utf-8").splitlines()
+                          if line][:20_000]
+                try:
+                    figures = model_figures(args.model, args.device, sample)
+                except QTSearchError as e:
+                    sys.exit(f"benchmark: {e}")
+            out = work / f"index-{n}"
+            shutil.rmtree(out, ignore_errors=True)
+            wall, rss, _ = run_build(corpus, out, args)
+            m = read_manifest(out)
+            st = m["stages"]
+            index_bytes = (out / "index.faiss").stat().st_size
+            embed_gflops = (got * figures["tokens_per_sentence"] * figures["flops_per_token"]
+                            / max(st["embed"], 1e-9) / 1e9)
+            row = {"sentences": got, "wall_s": wall, **{f"{k}_s": v for k, v in st.items()},
+                   "total_s": total_seconds(st, m["build"]["parallel_stages"]),
+                   "index_type": m["index_type"],
+                   "index_key": m["index_key"], "peak_rss": rss, "index_bytes": index_bytes,
+                   "disk_bytes": folder_bytes(out), "rss_over_index": rss - index_bytes,
+                   "embed_gflops": embed_gflops,
+                   "embed_share_of_matmul": embed_gflops / figures["matmul_gflops"],
+                   "recall": m.get("build", {}).get("recall", {})}
+            row["sentences_per_s"] = got / row["total_s"]
+            results.append(row)
+            print(f"{got:>9,} sentences: read {st['read']:.1f} s, embed {st['embed']:.1f} s, "
+                  f"index {st['index']:.1f} s, metadata {st['metadata']:.1f} s "
+                  f"(wall {wall:.1f} s incl. start-up) | {row['sentences_per_s']:,.0f} "
+                  f"sentences/s | peak RSS {gb(rss)} | on disk {gb(row['disk_bytes'])} | "
+                  f"{m['index_key']}", flush=True)
+            corpus.unlink()
+    finally:
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+
+    f = figures or {}
+    print()
+    print(f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"torch threads {f.get('threads')}; model {f.get('model')} (dim {f.get('dim')}, "
+          f"{f.get('device')}, {f.get('precision')}); dense {f.get('precision')} matmul "
+          f"{f.get('matmul_gflops', 0):,.0f} GFLOP/s; {f.get('tokens_per_sentence', 0):.1f} "
+          f"tokens/sentence, {f.get('flops_per_token', 0) / 1e6:.1f} MFLOP/token.")
+    print()
+    if results and results[0]["total_s"] < sum(results[0][f"{k}_s"] for k in
+                                               ("read", "embed", "index", "metadata")) - 1e-6:
+        print("Index and metadata ran side by side: total = read + embed + max(index, "
+              "metadata).")
+        print()
+    print("| sentences | read s | embed s | index s | metadata s | total s | sentences/s "
+          "| index | peak RSS | RSS − index | on disk | embed GFLOP/s (% of matmul) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+    for r in results:
+        print(f"| {r['sentences']:,} | {r['read_s']:.1f} | {r['embed_s']:.1f} | "
+              f"{r['index_s']:.1f} | {r['metadata_s']:.1f} | {r['total_s']:.1f} | "
+              f"{r['sentences_per_s']:,.0f} | {r['index_key']} | {gb(r['peak_rss'])} | "
+              f"{gb(r['rss_over_index'])} | {gb(r['disk_bytes'])} | "
+              f"{r['embed_gflops']:,.0f} ({100 * r['embed_share_of_matmul']:.0f}%) |")
+    if len(results) > 1:
+        a, b = results[0], results[-1]
+        scale = b["sentences"] / a["sentences"]
+        print(f"\n{scale:,.0f}x the sentences: total time x"
+              f"{(b['total_s'] / a['total_s']):.1f}, time per sentence x"
+              f"{(a['sentences_per_s'] / b['sentences_per_s']):.2f}; RSS − index "
+              f"{gb(a['rss_over_index'])} → {gb(b['rss_over_index'])}.")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": f, "runs": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,288 @@
+"""Query latency and recall of every index type on N Gutenberg sentences.
+
+For each index type (flat, sq8, ivf-pq, hnsw) the index is built by the real builder
+(`qtsearch.indexer.build_index`, the code path of `qtsearch index`) from the same corpus: the
+first N sentences of the shared Gutenberg books, one per line, a blank line between books.
+Queries are held-out sentences read after the first N. Each index is then opened with
+`qtsearch.Index` (as the CLI and the shell do) and measured:
+
+- single-query latency, p50 and p95: end to end (encoding + faiss + SQLite metadata, what
+  `Index.search([q], k)` costs) and faiss search alone;
+- batched throughput (queries/s): all queries in one call, end to end and faiss alone;
+- recall@k of the faiss results against exact search (the flat index);
+- optionally (--sweep) recall and search latency over the tuned parameter (nprobe, efSearch).
+
+Built indexes are kept under --work and reused by a rerun with the same N and model.
+
+    OMP_NUM_THREADS=2 python benchmarks/query_latency.py --model MODEL --sentences 1000000 \
+        --work /data/bench1m --out benchmarks/query_latency_1m.json --sweep
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import logging
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+INDEX_TYPES = ("flat", "sq8", "ivf-pq", "hnsw")
+SWEEPS = {"ivf-pq": ("nprobe", [1, 2, 4, 8, 16, 32, 64, 128, 256]),
+          "hnsw": ("efSearch", [16, 32, 64, 128, 256, 512])}
+#: One in this many held-out sentences becomes a query (spread over the text, not one scene).
+QUERY_STRIDE = 7
+MIN_QUERY_WORDS = 4
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def gutenberg_books() -> list[Path]:
+    folder = SHARED_DATA / "gutenberg"
+    books = sorted(folder.glob("*.txt.gz"))
+    if not books:
+        sys.exit(f"query_latency: no Gutenberg books under {folder} (the shared data folder "
+                 "must sit beside the checkout)")
+    return books
+
+
+def write_corpus(path: Path, n: int, n_queries: int) -> list[str]:
+    """The first `n` sentences in lines mode at `path`; returns held-out query sentences."""
+    from qtsearch.text.reader import read_sentences
+
+    queries_path = path.with_suffix(".queries.json")
+    if path.is_file() and queries_path.is_file():
+        queries = json.loads(queries_path.read_text(encoding="utf-8"))
+        if len(queries) >= n_queries:
+            return queries[:n_queries]
+    stream = read_sentences([str(b) for b in gutenberg_books()], split=True)
+    written, doc = 0, None
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for s in stream:
+            text = " ".join(s.text.split())
+            if not text:
+                continue
+            if doc is not None and s.doc != doc:
+                fh.write("\n")
+            doc = s.doc
+            fh.write(text + "\n")
+            written += 1
+            if written == n:
+                break
+    if written < n:
+        sys.exit(f"query_latency: the books hold only {written:,} sentences (asked {n:,})")
+    held_out = (" ".join(s.text.split()) for s in itertools.islice(stream, None, None,
+                                                                      QUERY_STRIDE))
+    queries = list(itertools.islice(
+        (q for q in held_out if len(q.split()) >= MIN_QUERY_WORDS), n_queries))
+    os.replace(tmp, path)
+    queries_path.write_text(json.dumps(queries, ensure_ascii=False), encoding="utf-8")
+    return queries
+
+
+def build(corpus: Path, model: str, out: Path, index_type: str, n: int) -> dict[str, Any]:
+    """Build (or reuse) the index of `index_type`; returns its manifest."""
+    from rich.console import Console
+
+    from qtsearch.embed import load_encoder
+    from qtsearch.indexer import IndexConfig, build_index
+
+    manifest_path = out / "manifest.json"
+    if manifest_path.is_file():
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        fingerprint = load_encoder(model, device="cpu").fingerprint
+        if manifest["count"] == n and manifest["model"]["fingerprint"] == fingerprint:
+            log(f"{index_type}: reusing {out}")
+            return manifest
+    log(f"{index_type}: building {out}")
+    result = build_index(IndexConfig(corpus=[str(corpus)], model=model, out=str(out),
+                                     index=index_type, overwrite=True),
+                         progress=True, console=Console(stderr=True))
+    return result.manifest
+
+
+def percentiles(seconds: list[float]) -> dict[str, float]:
+    ms = np.asarray(seconds) * 1000
+    return {"p50_ms": round(float(np.percentile(ms, 50)), 3),
+            "p95_ms": round(float(np.percentile(ms, 95)), 3)}
+
+
+def recall_at_k(found: np.ndarray, truth: np.ndarray) -> float:
+    hits = sum(len(set(f[f >= 0].tolist()) & set(t.tolist()))
+               for f, t in zip(found, truth, strict=True))
+    return hits / truth.size
+
+
+def measure(folder: Path, queries: list[str], truth: np.ndarray, k: int, single: int,
+            sweep: bool) -> dict[str, Any]:
+    """Latency, throughput and recall of one index folder, opened as the CLI opens it."""
+    from qtsearch.search import Index
+
+    t0 = time.perf_counter()
+    idx = Index.open(folder, device="cpu")
+    load_s = time.perf_counter() - t0
+    with idx:
+        idx.warm_up()
+        vectors = idx.embed(queries)
+        single_q = queries[:single]
+        e2e, search_only, encode = [], [], []
+        for q, v in zip(single_q, vectors, strict=False):
+            t = time.perf_counter()
+            idx.search([q], k)
+            e2e.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            idx.faiss_index.search(v[None, :], k)
+            search_only.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            idx.embed([q])
+            encode.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        idx.search(queries, k)
+        batched_e2e = len(queries) / (time.perf_counter() - t)
+        t = time.perf_counter()
+        _, found = idx.faiss_index.search(vectors, k)
+        batched_search = len(queries) / (time.perf_counter() - t)
+        row: dict[str, Any] = {
+            "index_type": idx.index_type, "index_key": idx.manifest["index_key"],
+            "params": dict(idx.params), "count": idx.count,
+            "load_s": round(load_s, 2),
+            "bytes": sum(f.stat().st_size for f in folder.iterdir() if f.is_file()),
+            "build_s": round(sum(idx.manifest.get("stages", {}).values()), 1),
+            "single_queries": len(single_q),
+            "end_to_end": percentiles(e2e), "search_only": percentiles(search_only),
+            "encode_only": percentiles(encode),
+            "batched_qps_end_to_end": round(batched_e2e, 1),
+            "batched_qps_search_only": round(batched_search, 1),
+            f"recall@{k}": round(recall_at_k(found, truth), 4),
+        }
+        if sweep and idx.index_type in SWEEPS:
+            row["sweep"] = sweep_parameter(idx, vectors[:single], truth[:single], k)
+    return row
+
+
+def sweep_parameter(idx, vectors: np.ndarray, truth: np.ndarray, k: int) -> list[dict]:
+    """Recall and single-query search latency over the index type's search parameter."""
+    name, values = SWEEPS[idx.index_type]
+    tuned = dict(idx.params)
+    points = []
+    for value in values:
+        idx.set_params({name: value})
+        times, found = [], []
+        for v in vectors:
+            t = time.perf_counter()
+            _, ids = idx.faiss_index.search(v[None, :], k)
+            times.append(time.perf_counter() - t)
+            found.append(ids[0])
+        points.append({name: value, **percentiles(times),
+                       f"recall@{k}": round(recall_at_k(np.asarray(found), truth), 4)})
+    idx.set_params(tuned)
+    return points
+
+
+def markdown(rows: list[dict[str, Any]], k: int) -> str:
+    lines = [f"| index | key | params | recall@{k} | end-to-end p50 / p95 ms | "
+             "search p50 / p95 ms | encode p50 ms | batched q/s (end-to-end / search) | "
+             "size MB | load s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        params = ", ".join(f"{n}={v:g}" for n, v in r["params"].items()) or "–"
+        lines.append(
+            f"| {r['index_type']} | `{r['index_key']}` | {params} | {r[f'recall@{k}']:.3f} | "
+            f"{r['end_to_end']['p50_ms']:.2f} / {r['end_to_end']['p95_ms']:.2f} | "
+            f"{r['search_only']['p50_ms']:.2f} / {r['search_only']['p95_ms']:.2f} | "
+            f"{r['encode_only']['p50_ms']:.2f} | "
+            f"{r['batched_qps_end_to_end']:,.0f} / {r['batched_qps_search_only']:,.0f} | "
+            f"{r['bytes'] / 1e6:,.0f} | {r['load_s']:.1f} |")
+    for r in rows:
+        for p in r.get("sweep", []):
+            name = next(iter(p))
+            lines.append(f"| {r['index_type']} | sweep | {name}={p[name]} | "
+                         f"{p[f'recall@{k}']:.3f} | | {p['p50_ms']:.2f} / {p['p95_ms']:.2f} "
+                         "| | | | |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="Model folder used for every index.")
+    parser.add_argument("--sentences", type=int, default=1_000_000, help="Corpus size N.")
+    parser.add_argument("--work", type=Path, required=True,
+                        help="Folder for the corpus and the indexes (kept for reruns).")
+    parser.add_argument("--types", default=",".join(INDEX_TYPES),
+                        help="Index types to measure (flat is always built: the reference).")
+    parser.add_argument("--queries", type=int, default=500,
+                        help="Held-out queries (recall and batched throughput).")
+    parser.add_argument("--single", type=int, default=300,
+                        help="Queries timed one at a time (p50/p95).")
+    parser.add_argument("--flat-single", type=int, default=50,
+                        help="Single queries on flat (exhaustive: slow at 1M).")
+    parser.add_argument("-k", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="Threads for torch and faiss (default: their own default).")
+    parser.add_argument("--sweep", action="store_true",
+                        help="Also sweep nprobe / efSearch (recall vs search latency).")
+    parser.add_argument("--out", type=Path, help="Write the results as JSON here.")
+    args = parser.parse_args()
+
+    types = [t.strip() for t in args.types.split(",") if t.strip()]
+    unknown = set(types) - set(INDEX_TYPES)
+    if unknown:
+        parser.error(f"unknown index types {sorted(unknown)}; choose from {INDEX_TYPES}")
+    logging.basicConfig(level=logging.WARNING, format="qtsearch: %(levelname)s: %(message)s")
+    import faiss
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+        faiss.omp_set_num_threads(args.threads)
+
+    args.work.mkdir(parents=True, exist_ok=True)
+    corpus = args.work / f"gutenberg_{args.sentences}.txt"
+    queries = write_corpus(corpus, args.sentences, args.queries)
+    log(f"corpus: {args.sentences:,} sentences in {corpus}; {len(queries)} held-out queries")
+
+    manifests = {t: build(corpus, args.model, args.work / f"{t}_{args.sentences}", t,
+                          args.sentences) for t in dict.fromkeys(["flat", *types])}
+
+    from qtsearch.search import Index
+
+    with Index.open(args.work / f"flat_{args.sentences}", device="cpu") as exact:
+        queries = [q for q in queries if exact.encoder.known_words(q) > 0]
+        _, truth = exact.faiss_index.search(exact.embed(queries), args.k)
+
+    rows = []
+    for t in types:
+        single = args.flat_single if t == "flat" else args.single
+        log(f"{t}: measuring ({single} single queries, {len(queries)} batched)")
+        rows.append(measure(args.work / f"{t}_{args.sentences}", queries, truth, args.k,
+                            single, args.sweep))
+        log(json.dumps(rows[-1]))
+
+    report = {
+        "sentences": args.sentences, "queries": len(queries), "k": args.k,
+        "model": manifests["flat"]["model"], "threads": {
+            "torch": torch.get_num_threads(), "faiss": faiss.omp_get_max_threads()},
+        "machine": {"cpu": platform.processor() or platform.machine(),
+                    "cores": os.cpu_count(), "python": platform.python_version(),
+                    "faiss": faiss.__version__, "torch": torch.__version__},
+        "results": rows,
+    }
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        log(f"results written to {args.out}")
+    print(markdown(rows, args.k))
+
+
+if __name__ == "__main__":
+    main()

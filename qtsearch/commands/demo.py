@@ -1,0 +1,32 @@
+"""`qtsearch demo`: index the bundled demo corpus with the shipped model and search it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from qtsearch.commands.common import err, out
+
+
+def demo(
+    out_dir: Path = typer.Option(Path("indexes/demo"), "--out", help="Where to build the index."),
+    k: int = typer.Option(5, "-k", help="Results per query."),
+) -> None:
+    """Build an index over the bundled WikiText-2 demo articles (once) and show real searches."""
+    from qtsearch.demo import ANALOGY, QUERIES, ensure_demo_index
+    from qtsearch.search import Index
+    from qtsearch.shell import hits_table
+
+    path = ensure_demo_index(out_dir)
+    index = Index.open(path, device="cpu")
+    err.print(f"[dim]index {path}: {index.count:,} sentences[/dim]")
+    for query, hits in zip(QUERIES, index.search(QUERIES, k), strict=True):
+        out.print(hits_table(hits, f"search: {query}"))
+    a, b, c = ANALOGY
+    out.print(hits_table(index.analogy(a, b, c, k), f"analogy: {a} : {b} :: {c} : ?"))
+    out.print(f"\nNext: qtsearch shell {path}    (type a sentence; :help lists commands)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(demo)

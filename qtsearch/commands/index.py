@@ -1,0 +1,142 @@
+"""`qtsearch build-index`, `add`, `export`, and the index half of `qtsearch info`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from qtsearch.commands.common import err, out
+from qtsearch.errors import OutputError
+from qtsearch.index.manifest import META_FILE, read_manifest
+from qtsearch.indexer import (
+    STAGES,
+    IndexConfig,
+    add_to_index,
+    build_index,
+    folder_bytes,
+    total_seconds,
+)
+from qtsearch.store import MetadataStore
+
+BUILD_HELP = (
+    "Turn a corpus into a searchable index (FAISS vectors + SQLite metadata).\n\n"
+    "CORPUS is one or more files or folders (plain or .gz): one sentence per line with a blank "
+    "line between documents, or running text with --split-sentences. Every sentence keeps its "
+    "source file, line, document and position.\n\n"
+    "The index folder (default indexes/<corpus name>/) holds index.faiss, meta.sqlite, "
+    "manifest.json and config.json. Builds are atomic and resumable: after an interruption, "
+    "the same command continues from the finished shards."
+)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n:,.1f} GB"
+
+
+def summary_table(manifest: dict[str, Any], bytes_on_disk: int) -> Table:
+    """Time per stage and throughput of a finished build."""
+    n = manifest["count"]
+    table = Table(title=f"{n:,} sentences indexed",
+                  caption=f"{manifest['index_type']} ({manifest['index_key']}), dim "
+                          f"{manifest['dim']}, {_size(bytes_on_disk)} on disk")
+    table.add_column("stage")
+    table.add_column("seconds", justify="right")
+    table.add_column("sentences/s", justify="right")
+    stages = manifest["stages"]
+    for name in STAGES:
+        secs = stages.get(name, 0.0)
+        table.add_row(name, f"{secs:,.1f}", f"{n / secs:,.0f}" if secs > 0 else "—")
+    parallel = manifest.get("build", {}).get("parallel_stages")
+    total = total_seconds(stages, parallel)
+    table.add_row("[bold]total[/bold]" + (" (index ∥ metadata)" if parallel else ""),
+                  f"[bold]{total:,.1f}",
+                  f"[bold]{n / total:,.0f}" if total > 0 else "—")
+    return table
+
+
+def build_index_cmd(
+    corpus: list[Path] = typer.Argument(..., help="Text files or folders (plain or .gz)."),
+    model: Path | None = typer.Option(
+        None, "--model", "-m", help="Trained model folder (default: the shipped model)."),
+    out_dir: Path | None = typer.Option(
+        None, "--out", "-o", help="Index folder to write (default: indexes/<corpus name>)."),
+    index: str = typer.Option(
+        "auto", "--index", help="auto | flat | sq8 | ivf-pq | hnsw (auto: chosen from corpus "
+        "size and free memory; the reason is printed)."),
+    split_sentences: bool = typer.Option(
+        False, "--split-sentences", help="Input is running text: split it into sentences."),
+    device: str = typer.Option(
+        "auto", help="auto | cpu | cuda, for embedding and faiss (faiss falls back to the CPU "
+        "without faiss-gpu)."),
+    precision: str = typer.Option("auto", help="Embedding precision: auto | fp32 | bf16."),
+    parquet: bool = typer.Option(
+        False, "--parquet", help="Also write the metadata as meta.parquet."),
+    shard_size: int = typer.Option(
+        50_000, help="Sentences per on-disk shard (the unit a rerun resumes from)."),
+    batch_size: int = typer.Option(512, help="Sentences per embedding batch."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace an existing index (kept until the new one is done)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    config = IndexConfig(
+        corpus=[str(p) for p in corpus], model=str(model) if model else None,
+        out=str(out_dir) if out_dir else None, index=index, split_sentences=split_sentences,
+        device=device, precision=precision, parquet=parquet, shard_size=shard_size,
+        batch_size=batch_size, overwrite=overwrite)
+    result = build_index(config, progress=not quiet, console=err)
+    if not quiet:
+        out.print(summary_table(result.manifest, result.bytes_on_disk))
+    out.print(f"index of {result.manifest['count']:,} sentences → {result.path}")
+
+
+def add_cmd(
+    index: Path = typer.Argument(..., help="An index folder made by build-index."),
+    corpus: list[Path] = typer.Argument(..., help="More text files or folders to append."),
+    split_sentences: bool = typer.Option(
+        False, "--split-sentences", help="Input is running text: split it into sentences."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda, for embedding."),
+    batch_size: int = typer.Option(512, help="Sentences per embedding batch."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    """Append sentences to an existing index, embedded with the index's own model.
+
+    The index is updated on a copy that replaces it only when complete."""
+    result = add_to_index(index, [str(p) for p in corpus], split_sentences=split_sentences,
+                          device=device, batch_size=batch_size, progress=not quiet,
+                          console=err)
+    out.print(f"added {result.added:,} sentences in {result.seconds:,.1f} s → {result.path} "
+              f"now holds {result.count:,}")
+
+
+def export_cmd(
+    index: Path = typer.Argument(..., help="An index folder made by build-index."),
+    file: Path = typer.Argument(..., help="Parquet file to write."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing file."),
+) -> None:
+    """Write an index's sentence metadata (id, text, source, line, doc, position) to Parquet."""
+    read_manifest(index)
+    if file.exists() and not overwrite:
+        raise OutputError(f"{file}: already exists (use --overwrite to replace it)")
+    with MetadataStore.open(index / META_FILE) as store:
+        n = store.to_parquet(file)
+    out.print(f"wrote {n:,} rows → {file}")
+
+
+def index_info(path: Path) -> dict[str, Any]:
+    """The manifest of an index folder plus where it is and its size on disk."""
+    manifest = read_manifest(path)
+    return {"kind": "index", "path": str(path), **manifest,
+            "bytes_on_disk": folder_bytes(Path(path))}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("build-index", help=BUILD_HELP)(build_index_cmd)
+    app.command("add")(add_cmd)
+    app.command("export")(export_cmd)

@@ -1,0 +1,253 @@
+"""FAISS on CPU or GPU: build (train + add in batches), tune search parameters, read and write.
+
+The saved index is always a CPU index (faiss I/O is CPU-only). A GPU is used only where it pays
+and is safe: k-means training of the coarse quantizer and the IVF assignment of added vectors
+(the two O(n · nlist · d) steps). Everything else (scalar-quantizer and PQ encoding, HNSW graph
+construction, which has no GPU version) runs on the CPU. Every GPU call is guarded by
+`gpu_available()`: faiss-gpu imports fine on a machine without a GPU and then fails inside
+(or, for `index_cpu_to_all_gpus`, silently returns an empty index), so we check first and fall
+back to the CPU with a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+
+from qtsearch.errors import IndexError_, OutputError, UsageError
+
+log = logging.getLogger("qtsearch")
+
+#: Small query batches otherwise skip BLAS: 100 queries against 1M x 1200 took 18 s instead of
+#: 2 s (measurements.md). Set once for the process, for search and for recall tuning.
+BLAS_THRESHOLD = 20
+faiss.cvar.distance_compute_blas_threshold = BLAS_THRESHOLD
+
+
+def gpu_available() -> bool:
+    """True when faiss was built with GPU support *and* sees at least one GPU."""
+    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+
+
+def resolve_faiss_device(device: str) -> str:
+    """"cuda" or "cpu" for the index stage; "cuda" without faiss-gpu falls back with a warning."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise UsageError(f"--device must be one of auto, cpu, cuda, not {device!r}")
+    if device == "cpu":
+        return "cpu"
+    if gpu_available():
+        return "cuda"
+    if device == "cuda":
+        log.warning("faiss has no usable GPU here (faiss-gpu missing or no GPU visible): "
+                    "building the index on the CPU")
+    return "cpu"
+
+
+def apply_search_params(index: faiss.Index, params: dict[str, Any]) -> None:
+    """Apply the manifest's `index_params` (faiss ParameterSpace names: nprobe, efSearch,
+    k_factor_rf) to a loaded index, reaching through refine/IVF wrappers."""
+    space = faiss.ParameterSpace()
+    for name, value in params.items():
+        try:
+            space.set_index_parameter(index, name, float(value))
+        except RuntimeError as e:
+            raise IndexError_(f"search parameter {name}={value} does not apply to this index "
+                              f"({str(e).splitlines()[-1]})") from e
+
+
+def open_faiss_index(path: str | os.PathLike) -> faiss.Index:
+    """Read an index file; IndexError_ with one clear line when it is missing or corrupt."""
+    p = Path(path)
+    if not p.is_file():
+        raise IndexError_(f"{p}: index file is missing")
+    try:
+        return faiss.read_index(str(p))
+    except RuntimeError as e:
+        raise IndexError_(f"{p}: corrupt or unreadable faiss index "
+                          f"({str(e).strip().splitlines()[-1]})") from e
+
+
+def write_faiss_index(index: faiss.Index, path: Path) -> None:
+    """Write a CPU index via a temporary name and rename (never half a file under `path`)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        faiss.write_index(index, str(tmp))
+        os.replace(tmp, path)
+    except RuntimeError as e:
+        tmp.unlink(missing_ok=True)
+        raise OutputError(f"{path}: cannot write the index ({str(e).splitlines()[-1]})") from e
+
+
+def ivf_of(index: faiss.Index) -> faiss.IndexIVF | None:
+    """The IVF part of an index (inside a refine wrapper too), or None."""
+    base = faiss.downcast_index(index)
+    if isinstance(base, faiss.IndexRefine):
+        base = faiss.downcast_index(base.base_index)
+    return faiss.try_extract_index_ivf(base)
+
+
+class GpuHelper:
+    """Holds the GPU resources and the GPU copy of an IVF coarse quantizer."""
+
+    def __init__(self) -> None:
+        self.res = faiss.StandardGpuResources()
+        self._quantizer: faiss.Index | None = None
+
+    def flat(self, dim: int) -> faiss.Index:
+        """A GPU inner-product flat index for k-means: the same assignment rule as the CPU
+        quantizer of an inner-product IVF, so GPU and CPU builds train alike."""
+        return faiss.GpuIndexFlatIP(self.res, dim)
+
+    def quantizer(self, ivf: faiss.IndexIVF) -> faiss.Index:
+        """The trained CPU quantizer cloned to the GPU once (centroids only: small)."""
+        if self._quantizer is None:
+            self._quantizer = faiss.index_cpu_to_gpu(self.res, 0, ivf.quantizer)
+        return self._quantizer
+
+
+class FaissBuilder:
+    """Create, train and fill one index from a factory key, on CPU or (partly) GPU.
+
+    Usage: `train(sample)` once (a no-op for flat), `add(batch)` per shard in id order, then
+    `index` is the CPU index to write. Vectors must already be L2-normalised float32.
+    """
+
+    def __init__(self, key: str, dim: int, device: str = "cpu"):
+        self.key = key
+        self.dim = dim
+        try:
+            self.index = faiss.index_factory(dim, key, faiss.METRIC_INNER_PRODUCT)
+        except RuntimeError as e:
+            raise UsageError(f"faiss cannot build index {key!r}: "
+                             f"{str(e).strip().splitlines()[-1]}") from e
+        # The factory turns on polysemous training for PQ codes: a simulated-annealing pass
+        # that took 100+ s on 2k vectors and that inner-product search never uses.
+        top = faiss.downcast_index(self.index)
+        base = faiss.downcast_index(top.base_index) if isinstance(top, faiss.IndexRefine) else top
+        if hasattr(base, "do_polysemous_training"):
+            base.do_polysemous_training = False
+        self.gpu: GpuHelper | None = None
+        if device == "cuda" and gpu_available():
+            try:
+                self.gpu = GpuHelper()
+            except RuntimeError as e:  # driver/CUDA mismatch: the CPU still builds the index
+                log.warning("faiss GPU unusable (%s): building the index on the CPU",
+                            str(e).strip().splitlines()[-1])
+
+    @property
+    def needs_training(self) -> bool:
+        return not self.index.is_trained
+
+    def train(self, sample: np.ndarray) -> None:
+        if self.index.is_trained:
+            return
+        ivf = ivf_of(self.index)
+        if self.gpu is not None and ivf is not None:
+            # k-means of the coarse quantizer on the GPU; the rest of training stays on CPU.
+            ivf.clustering_index = self.gpu.flat(self.dim)
+        self.index.train(np.ascontiguousarray(sample, dtype=np.float32))
+        if ivf is not None:
+            ivf.clustering_index = None
+
+    def add(self, vectors: np.ndarray) -> None:
+        x = np.ascontiguousarray(vectors, dtype=np.float32)
+        ivf = ivf_of(self.index)
+        if self.gpu is None or ivf is None:
+            self.index.add(x)
+            return
+        # Assign to lists on the GPU; encode and append on the CPU (ids continue from ntotal).
+        _, assign = self.gpu.quantizer(ivf).search(x, 1)
+        assign = np.ascontiguousarray(assign, dtype=np.int64)
+        ivf.add_core(x.shape[0], faiss.swig_ptr(x), None, faiss.swig_ptr(assign))
+        top = faiss.downcast_index(self.index)
+        if isinstance(top, faiss.IndexRefine):  # what IndexRefine.add does after its base
+            top.refine_index.add(x)
+            top.ntotal = ivf.ntotal
+
+    @property
+    def ntotal(self) -> int:
+        return int(self.index.ntotal)
+
+
+def exact_neighbours(queries: np.ndarray, batches: Iterable[np.ndarray], k: int) -> np.ndarray:
+    """Exact top-k ids (inner product) of `queries` over vectors streamed batch by batch, so
+    the ground truth for tuning needs memory for one batch, not for the whole corpus."""
+    nq = queries.shape[0]
+    best_d = np.full((nq, k), -np.inf, dtype=np.float32)
+    best_i = np.full((nq, k), -1, dtype=np.int64)
+    offset = 0
+    for batch in batches:
+        flat = faiss.IndexFlatIP(queries.shape[1])
+        flat.add(np.ascontiguousarray(batch, dtype=np.float32))
+        kk = min(k, batch.shape[0])
+        d, i = flat.search(queries, kk)
+        all_d = np.concatenate([best_d, d], axis=1)
+        all_i = np.concatenate([best_i, i + offset], axis=1)
+        top = np.argsort(-all_d, axis=1, kind="stable")[:, :k]
+        best_d = np.take_along_axis(all_d, top, axis=1)
+        best_i = np.take_along_axis(all_i, top, axis=1)
+        offset += batch.shape[0]
+    return best_i
+
+
+def recall_at_k(found: np.ndarray, truth: np.ndarray) -> float:
+    """Mean fraction of the true top-k found in the returned top-k."""
+    hits = sum(len(set(f[f >= 0].tolist()) & set(t[t >= 0].tolist()))
+               for f, t in zip(found, truth, strict=True))
+    return hits / max(1, int((truth >= 0).sum()))
+
+
+def measure_recall(index: faiss.Index, params: dict[str, Any], queries: np.ndarray,
+                   truth: np.ndarray) -> float:
+    """Recall@k of `index` searched with `params` against the exact neighbours `truth`."""
+    apply_search_params(index, params)
+    _, found = index.search(queries, truth.shape[1])
+    return recall_at_k(found, truth)
+
+
+def tune_search(
+    index: faiss.Index,
+    name: str,
+    candidates: list[int],
+    queries: np.ndarray,
+    truth: np.ndarray,
+    target: float,
+    outer: str | None = None,
+    outer_candidates: list[int] | None = None,
+) -> tuple[dict[str, Any], float]:
+    """The cheapest search parameters reaching `target` recall@k (else the most accurate).
+
+    For each value of the outer parameter (smallest first; e.g. the refine shortlist factor),
+    binary-search the smallest `name` (e.g. nprobe) whose recall reaches the target: recall
+    grows with both, so the first outer value that can reach it wins.
+    """
+    best: tuple[dict[str, Any], float] = ({}, -1.0)
+    for o in (outer_candidates or [None]):
+        fixed = {} if o is None or outer is None else {outer: o}
+
+        def recall(value: int, fixed: dict[str, Any] = fixed) -> float:
+            return measure_recall(index, {**fixed, name: value}, queries, truth)
+
+        lo, hi = 0, len(candidates) - 1
+        top = recall(candidates[hi])
+        if top > best[1]:
+            best = ({**fixed, name: candidates[hi]}, top)
+        if top < target:
+            continue
+        found = (candidates[hi], top)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            r = recall(candidates[mid])
+            if r >= target:
+                hi = mid
+                found = (candidates[mid], r)
+            else:
+                lo = mid + 1
+        return {**fixed, name: found[0]}, found[1]
+    return best

@@ -1,0 +1,219 @@
+"""Sentence metadata in SQLite: one row per vector, keyed by the faiss id.
+
+The faiss id of a vector is its row id here, so a search hit maps to its text, source file,
+line, document and position with one primary-key lookup. SQLAlchemy Core (no ORM): bulk
+inserts are one `executemany` in one transaction, which keeps 1M rows at a few seconds.
+The database runs in WAL mode so readers (the query layer) never block on a writer (`add`).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    Engine,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    create_engine,
+    event,
+    func,
+    select,
+)
+
+from qtsearch.errors import IndexError_, OutputError
+
+#: One row as given to `insert_many`: (id, text, source, line, doc, position).
+Row = tuple[int, str, str, int, int, int]
+COLUMNS = ("id", "text", "source", "line", "doc", "position")
+
+_metadata = MetaData()
+sentences = Table(
+    "sentences",
+    _metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("text", Text, nullable=False),
+    Column("source", Text, nullable=False),
+    Column("line", Integer),
+    Column("doc", Integer),
+    Column("position", Integer),
+    Index("ix_sentences_doc_position", "doc", "position"),
+)
+
+_INSERT = f"INSERT INTO sentences ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+#: Rows per fetch when streaming the table out (Parquet export): bounded memory.
+_CHUNK = 50_000
+#: SQLite limits bound parameters per statement (32766 in modern builds): chunk `IN (...)`.
+_MAX_IN = 30_000
+
+
+def _engine(path: Path, readonly: bool) -> Engine:
+    mode = "ro" if readonly else "rwc"
+    uri = f"file:{path.resolve().as_posix()}?mode={mode}"
+
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+    engine = create_engine("sqlite://", creator=connect)
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(conn: sqlite3.Connection, _record: Any) -> None:
+        cur = conn.cursor()
+        if not readonly:
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    return engine
+
+
+class MetadataStore:
+    """The `sentences` table of one index (`meta.sqlite`)."""
+
+    def __init__(self, path: Path, engine: Engine, readonly: bool):
+        self.path = path
+        self.engine = engine
+        self.readonly = readonly
+
+    @classmethod
+    def create(cls, path: str | os.PathLike) -> MetadataStore:
+        """A new, empty store; refuses to reuse an existing file (a stale half-written one
+        must be removed by the caller, who knows whether it is stale)."""
+        p = Path(path)
+        if p.exists():
+            raise OutputError(f"{p}: metadata database already exists")
+        try:
+            engine = _engine(p, readonly=False)
+            _metadata.create_all(engine)
+        except Exception as e:  # sqlite3/SQLAlchemy errors: unwritable folder, full disk
+            raise OutputError(f"{p}: cannot create the metadata database ({e})") from e
+        return cls(p, engine, readonly=False)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, readonly: bool = True) -> MetadataStore:
+        """Open an existing store; a missing or corrupt file raises IndexError_."""
+        p = Path(path)
+        if not p.is_file():
+            raise IndexError_(f"{p}: metadata database is missing")
+        try:
+            engine = _engine(p, readonly=readonly)
+            with engine.connect() as conn:
+                names = {r[0] for r in conn.exec_driver_sql(
+                    "SELECT name FROM sqlite_master WHERE type='table'")}
+        except Exception as e:
+            raise IndexError_(f"{p}: not a readable SQLite database ({e})") from e
+        if "sentences" not in names:
+            engine.dispose()
+            raise IndexError_(f"{p}: no `sentences` table (not a qtsearch metadata database)")
+        return cls(p, engine, readonly=readonly)
+
+    def insert_many(self, rows: Iterable[Row]) -> int:
+        """Insert rows in one transaction (all or nothing); returns how many were inserted."""
+        if self.readonly:
+            raise OutputError(f"{self.path}: opened read-only, cannot insert")
+        data = [tuple(r) for r in rows]
+        if not data:
+            return 0
+        # The driver's executemany with positional tuples: ~3x faster than Core's dict
+        # binding on 1M rows (measurements.md), same single transaction.
+        with self.engine.begin() as conn:
+            conn.exec_driver_sql(_INSERT, data)
+        return len(data)
+
+    def count(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(sentences)).scalar_one())
+
+    def max_id(self) -> int:
+        """Largest id stored, -1 when empty (the next appended row gets max_id + 1)."""
+        with self.engine.connect() as conn:
+            value = conn.execute(select(func.max(sentences.c.id))).scalar_one()
+        return -1 if value is None else int(value)
+
+    def max_doc(self) -> int:
+        """Largest document number, -1 when empty (appended documents continue after it)."""
+        with self.engine.connect() as conn:
+            value = conn.execute(select(func.max(sentences.c.doc))).scalar_one()
+        return -1 if value is None else int(value)
+
+    def get(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """Rows by id (ids not found are simply absent from the result)."""
+        wanted = sorted({int(i) for i in ids if int(i) >= 0})
+        found: dict[int, dict[str, Any]] = {}
+        with self.engine.connect() as conn:
+            for s in range(0, len(wanted), _MAX_IN):
+                chunk = wanted[s : s + _MAX_IN]
+                for row in conn.execute(select(sentences).where(sentences.c.id.in_(chunk))):
+                    found[row.id] = dict(row._mapping)
+        return found
+
+    def context(self, doc: int, position: int, window: int) -> list[dict[str, Any]]:
+        """The sentences of `doc` within `window` positions of `position`, in order."""
+        q = (
+            select(sentences)
+            .where(sentences.c.doc == doc)
+            .where(sentences.c.position.between(position - window, position + window))
+            .order_by(sentences.c.position, sentences.c.id)
+        )
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def iter_rows(self, chunk: int = _CHUNK) -> Iterator[list[Row]]:
+        """All rows in id order, `chunk` at a time (keyset pagination: flat memory)."""
+        # Driver-level cursor: plain tuples, ~3x faster than Core row objects on 1M rows.
+        with self.engine.connect() as conn:
+            cur = conn.exec_driver_sql(f"SELECT {', '.join(COLUMNS)} FROM sentences ORDER BY id")
+            while rows := cur.fetchmany(chunk):
+                yield rows
+
+    def to_parquet(self, path: str | os.PathLike) -> int:
+        """Write the whole table to Parquet (same columns and types); returns the row count.
+
+        Written to a temporary name and renamed, so a reader never sees half a file.
+        """
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schema = pa.schema([
+            ("id", pa.int64()), ("text", pa.string()), ("source", pa.string()),
+            ("line", pa.int64()), ("doc", pa.int64()), ("position", pa.int64()),
+        ])
+        out = Path(path)
+        tmp = out.with_name(out.name + ".tmp")
+        n = 0
+        try:
+            with pq.ParquetWriter(tmp, schema) as writer:
+                for rows in self.iter_rows():
+                    cols = list(zip(*rows, strict=True))
+                    writer.write_table(pa.table(
+                        {name: pa.array(col, type=schema.field(name).type)
+                         for name, col in zip(COLUMNS, cols, strict=True)}, schema=schema))
+                    n += len(rows)
+                if n == 0:
+                    writer.write_table(schema.empty_table())
+            os.replace(tmp, out)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise OutputError(f"{out}: cannot write Parquet ({e.strerror or e})") from e
+        return n
+
+    def checkpoint(self) -> None:
+        """Fold the WAL into the main file, so a finished index is one self-contained file."""
+        with self.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> MetadataStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,250 @@
+"""The build pipeline on real text (WikiText-2) with a real tiny model and real faiss indexes."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import faiss
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from qtsearch.embed import load_encoder
+from qtsearch.errors import InputError, ModelError, OutputError
+from qtsearch.index import apply_search_params, gpu_available, open_faiss_index, read_manifest
+from qtsearch.index.choose import FLAT_MAX, SQ8_MAX, choose_index, ivf_lists
+from qtsearch.indexer import IndexConfig, add_to_index, build_index, default_out
+from qtsearch.store import MetadataStore
+
+#: ~3,700 sentences of WikiText-2 validation articles, split from running text.
+CORPUS_BYTES = 500_000
+
+
+@pytest.fixture(scope="module")
+def corpus(shared_data, tmp_path_factory):
+    text = (shared_data / "wikitext2" / "valid.txt").read_bytes()[:CORPUS_BYTES]
+    path = tmp_path_factory.mktemp("corpus") / "wiki.txt"
+    path.write_bytes(text[: text.rfind(b"\n") + 1])
+    return path
+
+
+@pytest.fixture(scope="module")
+def flat_index(corpus, tiny_model, tmp_path_factory):
+    out = tmp_path_factory.mktemp("flat") / "wiki"
+    result = build_index(IndexConfig(corpus=[str(corpus)], model=str(tiny_model), out=str(out),
+                                     index="flat", split_sentences=True, parquet=True,
+                                     shard_size=1000), progress=False)
+    result.files = sorted(p.name for p in result.path.iterdir())  # before any reader opens it
+    return result
+
+
+def _vectors(index_dir):
+    index = open_faiss_index(index_dir / "index.faiss")
+    return index.reconstruct_n(0, index.ntotal)
+
+
+def test_manifest_and_counts(flat_index, corpus, tiny_model):
+    m = read_manifest(flat_index.path)
+    assert m["format"] == "qtsearch-index" and m["version"] == 1
+    assert m["index_type"] == "flat" and m["index_key"] == "Flat" and m["metric"] == "cosine"
+    assert m["model"]["fingerprint"] == load_encoder(tiny_model).fingerprint
+    assert m["dim"] == m["model"]["dim"] == 128
+    assert m["corpus"][0]["path"] == str(corpus) and len(m["corpus"][0]["sha256"]) == 64
+    assert set(m["stages"]) == {"read", "embed", "index", "metadata"}
+    assert m["count"] > 3000
+    index = open_faiss_index(flat_index.path / "index.faiss")
+    with MetadataStore.open(flat_index.path / "meta.sqlite") as store:
+        assert store.count() == index.ntotal == m["count"]
+    # nothing of the build is left behind
+    assert flat_index.files == [
+        "config.json", "index.faiss", "manifest.json", "meta.parquet", "meta.sqlite"]
+    assert not flat_index.path.with_name("wiki.partial").exists()
+
+
+def test_rows_keep_their_origin(flat_index, corpus):
+    with MetadataStore.open(flat_index.path / "meta.sqlite") as store:
+        rows = store.get(range(store.count()))
+    lines = corpus.read_text(encoding="utf-8").split("\n")
+    ids = sorted(rows)
+    assert ids == list(range(len(ids)))
+    for i in ids[:: max(1, len(ids) // 200)]:
+        r = rows[i]
+        assert r["source"] == str(corpus)
+        # running text: the sentence starts on its line (the line holds its first words)
+        assert r["text"].split()[0] in lines[r["line"] - 1]
+    # positions count up within a document (one file = one document here)
+    assert [rows[i]["position"] for i in ids] == list(range(len(ids)))
+    assert {rows[i]["doc"] for i in ids} == {0}
+
+
+def test_vectors_normalised_and_self_nearest(flat_index, tiny_model):
+    x = _vectors(flat_index.path)
+    assert np.allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-4)
+    index = open_faiss_index(flat_index.path / "index.faiss")
+    _, found = index.search(x, 1)
+    encoder = load_encoder(tiny_model)
+    with MetadataStore.open(flat_index.path / "meta.sqlite") as store:
+        rows = store.get(range(len(x)))
+    misses = [i for i in range(len(x)) if found[i, 0] != i]
+    for i in misses:  # only exact duplicates (as the model reads them) may come first
+        j = int(found[i, 0])
+        assert encoder.token_ids(rows[i]["text"]) == encoder.token_ids(rows[j]["text"])
+    assert len(misses) < len(x) // 2  # the rest are all exact duplicates
+
+
+def test_parquet_equals_sqlite(flat_index):
+    table = pq.read_table(flat_index.path / "meta.parquet")
+    conn = sqlite3.connect(flat_index.path / "meta.sqlite")
+    rows = conn.execute("SELECT id, text, source, line, doc, position FROM sentences "
+                        "ORDER BY id").fetchall()
+    conn.close()
+    assert [tuple(r.values()) for r in table.to_pylist()] == rows
+
+
+@pytest.mark.parametrize("kind", ["sq8", "ivf-pq", "hnsw"])
+def test_approximate_recall_against_flat(kind, flat_index, corpus, tiny_model, tmp_path):
+    result = build_index(IndexConfig(corpus=[str(corpus)], model=str(tiny_model),
+                                     out=str(tmp_path / kind), index=kind,
+                                     split_sentences=True, shard_size=1000), progress=False)
+    m = result.manifest
+    assert m["index_type"] == kind
+    x = _vectors(flat_index.path)
+    queries = x[np.random.default_rng(7).choice(len(x), 300, replace=False)]
+    _, truth = open_faiss_index(flat_index.path / "index.faiss").search(queries, 10)
+    index = open_faiss_index(result.path / "index.faiss")
+    apply_search_params(index, m["index_params"])
+    _, found = index.search(queries, 10)
+    recall = np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found, truth, strict=True)])
+    assert recall >= 0.9, (kind, m["index_key"], m["index_params"], recall)
+    assert m["build"]["recall"]["recall@10"] >= 0.9
+    with MetadataStore.open(result.path / "meta.sqlite") as store:
+        assert store.count() == index.ntotal
+
+
+def test_add_appends(flat_index, shared_data, tiny_model, tmp_path):
+    import shutil
+
+    folder = tmp_path / "idx"
+    shutil.copytree(flat_index.path, folder)
+    before = read_manifest(folder)["count"]
+    more = tmp_path / "more.txt"
+    more.write_text("A new sentence about rivers.\nAnother one follows.\n\n"
+                    "Second document here.\n", encoding="utf-8")
+    result = add_to_index(folder, [str(more)], progress=False)
+    assert result.added == 3 and result.count == before + 3
+    m = read_manifest(folder)
+    assert m["count"] == before + 3 and m["corpus"][-1]["path"] == str(more)
+    index = open_faiss_index(folder / "index.faiss")
+    with MetadataStore.open(folder / "meta.sqlite") as store:
+        assert store.count() == index.ntotal == before + 3
+        rows = store.get([before, before + 1, before + 2])
+    assert [r["doc"] for r in rows.values()] == [1, 1, 2]  # after the corpus' last document
+    assert [r["position"] for r in rows.values()] == [0, 1, 0]
+    vec = load_encoder(tiny_model).encode(["Second document here."], normalize=True)
+    _, found = index.search(vec, 1)
+    assert found[0, 0] == before + 2
+    # the Parquet copy follows
+    assert pq.read_table(folder / "meta.parquet").num_rows == before + 3
+
+
+def test_bad_inputs_lose_nothing(flat_index, corpus, tiny_model, tmp_path):
+    before = sorted((p.name, p.stat().st_size) for p in flat_index.path.iterdir())
+    cfg = dict(model=str(tiny_model), split_sentences=True)
+    with pytest.raises(OutputError, match="already exists"):
+        build_index(IndexConfig(corpus=[str(corpus)], out=str(flat_index.path), **cfg),
+                    progress=False)
+    assert sorted((p.name, p.stat().st_size) for p in flat_index.path.iterdir()) == before
+    with pytest.raises(InputError, match="no such file"):
+        build_index(IndexConfig(corpus=[str(tmp_path / "nope.txt")], out=str(tmp_path / "a"),
+                                **cfg), progress=False)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    with pytest.raises(InputError, match="empty"):
+        build_index(IndexConfig(corpus=[str(empty)], out=str(tmp_path / "b"), **cfg),
+                    progress=False)
+    with pytest.raises(ModelError):
+        build_index(IndexConfig(corpus=[str(corpus)], model=str(tmp_path / "no-model"),
+                                out=str(tmp_path / "c")), progress=False)
+    assert not any((tmp_path / n).exists() for n in ("a", "b", "c", "a.partial", "c.partial"))
+    # a folder that is not an index is never replaced, even with overwrite
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me")
+    with pytest.raises(OutputError, match="not a qtsearch index"):
+        build_index(IndexConfig(corpus=[str(corpus)], out=str(precious), overwrite=True, **cfg),
+                    progress=False)
+    assert (precious / "notes.txt").read_text() == "keep me"
+
+
+def test_overwrite_replaces_atomically(flat_index, corpus, tiny_model, tmp_path):
+    import shutil
+
+    folder = tmp_path / "idx"
+    shutil.copytree(flat_index.path, folder)
+    small = tmp_path / "small.txt"
+    small.write_text("One line.\nTwo lines.\n", encoding="utf-8")
+    result = build_index(IndexConfig(corpus=[str(small)], model=str(tiny_model),
+                                     out=str(folder), overwrite=True), progress=False)
+    assert result.manifest["count"] == 2 and read_manifest(folder)["count"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx", "small.txt"]
+
+
+def test_choice_rules():
+    assert choose_index(10_000, 1200).index_type == "flat"
+    assert choose_index(FLAT_MAX, 1200).index_type == "sq8"
+    big = choose_index(SQ8_MAX * 4, 1200)
+    assert big.index_type == "ivf-pq" and big.key.startswith(f"IVF{ivf_lists(SQ8_MAX * 4)},")
+    assert "Refine" in big.key and big.tune == "nprobe" and max(big.candidates) <= 2048
+    tight = choose_index(SQ8_MAX * 4, 1200, memory=1 << 30)
+    assert "Refine" not in tight.key and "over the memory budget" in tight.why
+    assert choose_index(100, 64, "hnsw").key == "HNSW32"
+    assert ivf_lists(1_000_000) == 1024 and ivf_lists(1000) <= 1000 // 39
+    for n in (500, 5000, 50_000):
+        faiss.index_factory(128, choose_index(n, 128, "ivf-pq").key)  # a valid factory key
+
+
+def test_default_out():
+    assert str(default_out(["data/wiki.txt.gz"])) == "indexes/wiki"
+    assert str(default_out(["/x/books/"])) == "indexes/books"
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not gpu_available(), reason="needs faiss-gpu and a CUDA GPU")
+def test_gpu_build_matches_cpu(flat_index, corpus, tiny_model, tmp_path):
+    """Embedding and IVF training/assignment on the GPU; the saved index is a CPU index with
+    the same recall as a CPU build."""
+    result = build_index(IndexConfig(corpus=[str(corpus)], model=str(tiny_model),
+                                     out=str(tmp_path / "gpu"), index="ivf-pq", device="cuda",
+                                     split_sentences=True, shard_size=1000), progress=False)
+    assert result.manifest["build"]["faiss_device"] == "cuda"
+    index = open_faiss_index(result.path / "index.faiss")  # readable by CPU faiss
+    assert index.ntotal == result.manifest["count"]
+    x = _vectors(flat_index.path)
+    queries = x[:300]
+    _, truth = open_faiss_index(flat_index.path / "index.faiss").search(queries, 10)
+    apply_search_params(index, result.manifest["index_params"])
+    _, found = index.search(queries, 10)
+    recall = np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found, truth, strict=True)])
+    assert recall >= 0.85  # GPU bf16 embeddings differ slightly from the CPU flat reference
+
+
+def test_interrupted_rename_resumes_without_rework(corpus, tiny_model, tmp_path, monkeypatch):
+    """A stop after the index is complete but before the rename: the rerun only renames."""
+    import qtsearch.indexer as indexer
+
+    cfg = IndexConfig(corpus=[str(corpus)], model=str(tiny_model), out=str(tmp_path / "a"),
+                      split_sentences=True, index="flat", shard_size=2000)
+
+    def stop(new, out):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(indexer, "swap_in", stop)
+    with pytest.raises(KeyboardInterrupt):
+        build_index(cfg, progress=False)
+    assert not (tmp_path / "a").exists() and (tmp_path / "a.partial" / "index.faiss").is_file()
+    monkeypatch.undo()
+    result = build_index(cfg, progress=False)
+    assert "everything" in result.resumed
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [
+        "config.json", "index.faiss", "manifest.json", "meta.sqlite"]
+    assert not (tmp_path / "a.partial").exists()

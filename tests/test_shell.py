@@ -1,0 +1,128 @@
+"""`qtsearch shell` driven through a pseudo-terminal, as a person would use it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+from query_fixtures import small_index
+
+from qtsearch.search import Index
+
+PROMPT = "qtsearch> "
+#: Generous: the first start imports torch and faiss on a busy 2-core machine.
+START_TIMEOUT = 90
+
+
+@pytest.fixture(scope="module")
+def flat(tmp_path_factory, shared_data, tiny_model) -> Path:
+    return small_index(tmp_path_factory, shared_data, tiny_model, "flat")
+
+
+@pytest.fixture(scope="module")
+def api(flat):
+    with Index.open(flat) as idx:
+        yield idx
+
+
+def spawn(index: Path, history: Path, *extra: str) -> pexpect.spawn:
+    env = {**os.environ, "QTSEARCH_HISTORY": str(history), "OMP_NUM_THREADS": "1",
+           "TERM": "dumb", "COLUMNS": "160"}  # dumb: plain text without colour codes
+    child = pexpect.spawn(str(Path(sys.executable).with_name("qtsearch")),
+                          ["shell", str(index), *extra], env=env, encoding="utf-8",
+                          timeout=30, dimensions=(50, 160))
+    child.expect("ready: ", timeout=START_TIMEOUT)
+    child.expect_exact(PROMPT)
+    return child
+
+
+def ask(child: pexpect.spawn, line: str) -> str:
+    """Type a line, return everything printed before the next prompt."""
+    child.sendline(line)
+    child.expect_exact(PROMPT)
+    return child.before
+
+
+def test_a_session(flat, api, tmp_path):
+    history = tmp_path / "hist"
+    child = spawn(flat, history, "-k", "4")
+
+    query = "She was very happy to see him again."
+    shown = ask(child, query)
+    top = api.search([query], k=4)[0]
+    assert "4 results in" in shown
+    assert all(f" {h.id} " in shown for h in top) and f"{top[0].score:.3f}" in shown
+
+    assert "k = 2" in ask(child, ":k 2")
+    assert "2 results in" in ask(child, query)
+
+    a, b, c = (r.text for r in api.get([100, 200, 1300]))
+    shown = ask(child, f":analogy {a} | {b} | {c}")
+    expected = api.analogy(a, b, c, k=2)
+    assert "2 results in" in shown and all(f" {h.id} " in shown for h in expected)
+
+    hit = top[0]
+    shown = ask(child, f":ctx {hit.id}")
+    passage = api.context(hit.id)
+    assert f"document {hit.doc}" in shown
+    assert all(f" {r.id} " in shown for r in passage)
+    assert "neighbours of 1200" in ask(child, ":id 1200")
+
+    help_text = ask(child, ":help")
+    assert ":analogy A | B | C" in help_text and str(history) in help_text
+
+    # mistakes print one line and the shell goes on
+    assert "error:" in ask(child, "Qwxzv Blorptangle")
+    assert "unknown command" in ask(child, ":frobnicate")
+    assert "usage: :k N" in ask(child, ":k many")
+    assert "usage: :analogy" in ask(child, ":analogy only | two")
+    assert "no sentence with id" in ask(child, ":ctx 999999")
+
+    # Ctrl-C cancels the line being typed; the shell is still there and answers
+    child.send("half a sentence that is never")
+    child.sendintr()
+    child.expect_exact(PROMPT)
+    assert "2 results in" in ask(child, query)
+
+    # Ctrl-D leaves with status 0 and the history is written
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    lines = history.read_text(encoding="utf-8").splitlines()
+    assert query in lines and ":k 2" in lines and "half a sentence that is never" not in lines
+
+
+def test_history_is_recalled_in_the_next_session(flat, tmp_path):
+    history = tmp_path / "hist"
+    child = spawn(flat, history)
+    assert "k = 3" in ask(child, ":k 3")
+    child.sendline(":quit")  # the last line of history is now ":quit", the one before ":k 3"
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+    child = spawn(flat, history)
+    child.sendcontrol("p")  # previous-history, twice: back past ":quit" to ":k 3"
+    child.sendcontrol("p")
+    child.sendline("")
+    child.expect_exact("k = 3")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_a_missing_index_fails_before_the_prompt(tmp_path):
+    env = {**os.environ, "QTSEARCH_HISTORY": str(tmp_path / "hist"), "TERM": "dumb"}
+    child = pexpect.spawn(str(Path(sys.executable).with_name("qtsearch")),
+                          ["shell", str(tmp_path / "nope")], env=env, encoding="utf-8",
+                          timeout=START_TIMEOUT)
+    child.expect("no such index folder")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 5
+    assert "Traceback" not in child.before

@@ -1,0 +1,95 @@
+"""MetadataStore: real SQLite files, toy rows (unit tests of the table contract)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pyarrow.parquet as pq
+import pytest
+
+from qtsearch.errors import IndexError_, OutputError
+from qtsearch.store import MetadataStore
+
+ROWS = [
+    (0, "The cat sat.", "a.txt", 1, 0, 0),
+    (1, "It was happy.", "a.txt", 1, 0, 1),
+    (2, "Then it slept.", "a.txt", 2, 0, 2),
+    (3, "Rain fell.", "b.txt", 1, 1, 0),
+    (4, "Nobody came — “quoted” ünïcode.", "b.txt", 3, 1, 1),
+]
+
+
+@pytest.fixture()
+def store(tmp_path):
+    s = MetadataStore.create(tmp_path / "meta.sqlite")
+    s.insert_many(ROWS)
+    yield s
+    s.close()
+
+
+def test_schema_wal_and_index(store, tmp_path):
+    conn = sqlite3.connect(tmp_path / "meta.sqlite")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    cols = [r[1] for r in conn.execute("PRAGMA table_info(sentences)")]
+    assert cols == ["id", "text", "source", "line", "doc", "position"]
+    indexes = [r[1] for r in conn.execute("PRAGMA index_list(sentences)")]
+    cols_of = {name: [r[2] for r in conn.execute(f"PRAGMA index_info({name})")]
+               for name in indexes}
+    assert ["doc", "position"] in cols_of.values()
+    conn.close()
+
+
+def test_count_get_context(store):
+    assert store.count() == 5
+    assert store.max_id() == 4 and store.max_doc() == 1
+    got = store.get([4, 0, 99, -1])
+    assert set(got) == {0, 4}
+    assert got[4] == dict(zip(("id", "text", "source", "line", "doc", "position"), ROWS[4],
+                              strict=True))
+    ctx = store.context(0, 1, 1)
+    assert [r["id"] for r in ctx] == [0, 1, 2]
+    assert [r["id"] for r in store.context(0, 2, 0)] == [2]
+    assert store.context(7, 0, 3) == []
+
+
+def test_get_many_ids_in_chunks(tmp_path):
+    """More ids than SQLite allows bound parameters in one statement."""
+    s = MetadataStore.create(tmp_path / "m.sqlite")
+    s.insert_many((i, f"s{i}", "x", i, i // 10, i % 10) for i in range(40_000))
+    got = s.get(range(40_000))
+    assert len(got) == 40_000 and got[39_999]["text"] == "s39999"
+    s.close()
+
+
+def test_insert_is_one_transaction(store):
+    with pytest.raises(Exception, match="UNIQUE"):
+        store.insert_many([(5, "new", "c.txt", 1, 2, 0), (0, "dup id", "c.txt", 2, 2, 1)])
+    assert store.count() == 5  # the first row of the failed batch was rolled back
+
+
+def test_parquet_equals_sqlite(store, tmp_path):
+    n = store.to_parquet(tmp_path / "m.parquet")
+    table = pq.read_table(tmp_path / "m.parquet")
+    assert n == 5 and table.column_names == ["id", "text", "source", "line", "doc", "position"]
+    assert [tuple(r.values()) for r in table.to_pylist()] == ROWS
+
+
+def test_readonly_and_errors(store, tmp_path):
+    store.checkpoint()
+    ro = MetadataStore.open(tmp_path / "meta.sqlite")
+    assert ro.count() == 5
+    with pytest.raises(OutputError, match="read-only"):
+        ro.insert_many([(9, "x", "y", 1, 1, 1)])
+    ro.close()
+    with pytest.raises(IndexError_, match="missing"):
+        MetadataStore.open(tmp_path / "nope.sqlite")
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(IndexError_, match="not a readable SQLite"):
+        MetadataStore.open(bad)
+    other = tmp_path / "other.sqlite"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
+    with pytest.raises(IndexError_, match="no `sentences` table"):
+        MetadataStore.open(other)
+    with pytest.raises(OutputError, match="already exists"):
+        MetadataStore.create(tmp_path / "meta.sqlite")
