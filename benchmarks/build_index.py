@@ -10,6 +10,17 @@ against a dense matmul of the same precision on the same device (the target: ≥
     python benchmarks/build_index.py --model DIR --sentences 10000 100000 1000000
 
 The last lines are a Markdown table ready for the README. Use --json FILE to keep raw figures.
+
+Chained with the query benchmark, the 1M sentences are embedded once (embedding is ~95% of
+the cost): build flat indexes and keep the largest, then derive the other index types from it.
+With the shipped 1200-d model on 2 cores, expect ~12-13 min for this step (embedding 1.11M
+sentences ~10 min per million, flat add ~10 s, metadata ~30 s at 1M) and ~10-12 min for
+query_latency.py (sq8/ivf-pq/hnsw derived from the kept vectors, HNSW being the slow one):
+
+    python benchmarks/build_index.py --index flat --sentences 10000 100000 1000000 \
+        --keep /tmp/qt-bench/flat_1000000 --json /tmp/qt-bench/build.json
+    python benchmarks/query_latency.py --from-index /tmp/qt-bench/flat_1000000 \
+        --work /tmp/qt-bench --out /tmp/qt-bench/query.json
 """
 
 from __future__ import annotations
@@ -124,7 +135,14 @@ def main() -> None:
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
     ap.add_argument("--workdir", default=None, help="where corpora and indexes go (temp dir)")
     ap.add_argument("--json", default=None, help="also write the raw figures here")
+    ap.add_argument("--keep", default=None, type=Path,
+                    help="keep the index of the largest N here (needs --index flat: "
+                         "query_latency.py --from-index derives the other types from it)")
     args = ap.parse_args()
+    if args.keep and args.index != "flat":
+        ap.error("--keep needs --index flat (only a flat index holds the exact vectors)")
+    if args.keep and args.keep.exists():
+        ap.error(f"--keep {args.keep}: already exists; remove it or choose another folder")
 
     from qtsearch.errors import QTSearchError
     from qtsearch.index import read_manifest
@@ -169,6 +187,10 @@ def main() -> None:
                   f"sentences/s | peak RSS {gb(rss)} | on disk {gb(row['disk_bytes'])} | "
                   f"{m['index_key']}", flush=True)
             corpus.unlink()
+        if args.keep:
+            args.keep.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(work / f"index-{max(args.sentences)}", args.keep)
+            print(f"kept the {max(args.sentences):,}-sentence index in {args.keep}", flush=True)
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)

@@ -1,10 +1,14 @@
 """Query latency and recall of every index type on N Gutenberg sentences.
 
-For each index type (flat, sq8, ivf-pq, hnsw) the index is built by the real builder
-(`qtsearch.indexer.build_index`, the code path of `qtsearch index`) from the same corpus: the
-first N sentences of the shared Gutenberg books, one per line, a blank line between books.
-Queries are held-out sentences read after the first N. Each index is then opened with
-`qtsearch.Index` (as the CLI and the shell do) and measured:
+The corpus is embedded once: a flat index (exact search, the reference) is built by the real
+builder (`qtsearch.indexer.build_index`, the code path of `qtsearch build-index`) from the
+first N sentences of the shared Gutenberg books, one per line, a blank line between books, or
+taken as it is with `--from-index DIR` (e.g. the 1M flat index `build_index.py --keep` leaves).
+The other types (sq8, ivf-pq, hnsw) are derived from its vectors and metadata with
+`qtsearch.indexer.build_from_index`, which runs the builder's own index stage (choice,
+training sample, add, recall tuning): the same index `build-index --index TYPE` makes, without
+embedding the corpus again. Queries are held-out sentences read after the first N. Each index
+is then opened with `qtsearch.Index` (as the CLI and the shell do) and measured:
 
 - single-query latency, p50 and p95: end to end (encoding + faiss + SQLite metadata, what
   `Index.search([q], k)` costs) and faiss search alone;
@@ -12,10 +16,20 @@ Queries are held-out sentences read after the first N. Each index is then opened
 - recall@k of the faiss results against exact search (the flat index);
 - optionally (--sweep) recall and search latency over the tuned parameter (nprobe, efSearch).
 
-Built indexes are kept under --work and reused by a rerun with the same N and model.
+Indexes are kept under --work and reused by a rerun with the same N and model.
 
-    OMP_NUM_THREADS=2 python benchmarks/query_latency.py --model MODEL --sentences 1000000 \
-        --work /data/bench1m --out benchmarks/query_latency_1m.json --sweep
+At 1M sentences, chained with the build benchmark (see benchmarks/build_index.py; with the
+shipped 1200-d model on 2 cores expect ~10-12 min here: sq8 ~1-2 min, ivf-pq ~2-3 min and
+hnsw ~5 min to derive, ~2 min of measuring):
+
+    python benchmarks/build_index.py --index flat --sentences 10000 100000 1000000 \
+        --keep /tmp/qt-bench/flat_1000000 --json /tmp/qt-bench/build.json
+    python benchmarks/query_latency.py --from-index /tmp/qt-bench/flat_1000000 \
+        --work /tmp/qt-bench --out /tmp/qt-bench/query.json
+
+or on its own (embeds N sentences once, ~10 min per million):
+
+    python benchmarks/query_latency.py --model MODEL --sentences 1000000 --work /tmp/qt-bench
 """
 
 from __future__ import annotations
@@ -28,6 +42,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,16 +71,28 @@ def gutenberg_books() -> list[Path]:
     return books
 
 
-def write_corpus(path: Path, n: int, n_queries: int) -> list[str]:
-    """The first `n` sentences in lines mode at `path`; returns held-out query sentences."""
+def held_out(stream: Iterator, n_queries: int) -> list[str]:
+    """Query sentences from what follows the corpus: one in QUERY_STRIDE, ≥ MIN_QUERY_WORDS."""
+    texts = (" ".join(s.text.split()) for s in itertools.islice(stream, None, None,
+                                                                   QUERY_STRIDE))
+    return list(itertools.islice((q for q in texts if len(q.split()) >= MIN_QUERY_WORDS),
+                                 n_queries))
+
+
+def book_sentences() -> Iterator:
     from qtsearch.text.reader import read_sentences
 
+    return read_sentences([str(b) for b in gutenberg_books()], split=True)
+
+
+def write_corpus(path: Path, n: int, n_queries: int) -> list[str]:
+    """The first `n` sentences in lines mode at `path`; returns held-out query sentences."""
     queries_path = path.with_suffix(".queries.json")
     if path.is_file() and queries_path.is_file():
         queries = json.loads(queries_path.read_text(encoding="utf-8"))
         if len(queries) >= n_queries:
             return queries[:n_queries]
-    stream = read_sentences([str(b) for b in gutenberg_books()], split=True)
+    stream = book_sentences()
     written, doc = 0, None
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
@@ -82,17 +109,30 @@ def write_corpus(path: Path, n: int, n_queries: int) -> list[str]:
                 break
     if written < n:
         sys.exit(f"query_latency: the books hold only {written:,} sentences (asked {n:,})")
-    held_out = (" ".join(s.text.split()) for s in itertools.islice(stream, None, None,
-                                                                      QUERY_STRIDE))
-    queries = list(itertools.islice(
-        (q for q in held_out if len(q.split()) >= MIN_QUERY_WORDS), n_queries))
+    queries = held_out(stream, n_queries)
     os.replace(tmp, path)
     queries_path.write_text(json.dumps(queries, ensure_ascii=False), encoding="utf-8")
     return queries
 
 
-def build(corpus: Path, model: str, out: Path, index_type: str, n: int) -> dict[str, Any]:
-    """Build (or reuse) the index of `index_type`; returns its manifest."""
+def queries_after(flat: Path, n_queries: int) -> list[str]:
+    """Held-out queries for an existing index of the first N book sentences; checks that its
+    last sentence is sentence N of the books (else the queries could be indexed sentences)."""
+    from qtsearch.store import MetadataStore
+
+    with MetadataStore.open(flat / "meta.sqlite") as store:
+        n = store.count()
+        last = store.get([n - 1])[n - 1]
+    stream = book_sentences()
+    mine = next(itertools.islice(stream, n - 1, None), None)
+    if mine is None or " ".join(mine.text.split()) != " ".join(last["text"].split()):
+        sys.exit(f"query_latency: {flat} does not hold the first {n:,} sentences of the "
+                 "Gutenberg books (build it with benchmarks/build_index.py)")
+    return held_out(stream, n_queries)
+
+
+def build_flat(corpus: Path, model: str, out: Path, n: int) -> dict[str, Any]:
+    """Build (or reuse) the flat reference index; returns its manifest."""
     from rich.console import Console
 
     from qtsearch.embed import load_encoder
@@ -103,12 +143,32 @@ def build(corpus: Path, model: str, out: Path, index_type: str, n: int) -> dict[
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         fingerprint = load_encoder(model, device="cpu").fingerprint
         if manifest["count"] == n and manifest["model"]["fingerprint"] == fingerprint:
+            log(f"flat: reusing {out}")
+            return manifest
+    log(f"flat: building {out}")
+    result = build_index(IndexConfig(corpus=[str(corpus)], model=model, out=str(out),
+                                     index="flat", overwrite=True),
+                         progress=True, console=Console(stderr=True))
+    return result.manifest
+
+
+def derive(flat: Path, flat_manifest: dict[str, Any], out: Path, index_type: str
+           ) -> dict[str, Any]:
+    """Build (or reuse) an `index_type` index from the flat index's vectors."""
+    from rich.console import Console
+
+    from qtsearch.indexer import build_from_index
+
+    manifest_path = out / "manifest.json"
+    if manifest_path.is_file():
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        if (manifest["count"] == flat_manifest["count"] and manifest["index_type"] == index_type
+                and manifest["model"]["fingerprint"] == flat_manifest["model"]["fingerprint"]):
             log(f"{index_type}: reusing {out}")
             return manifest
-    log(f"{index_type}: building {out}")
-    result = build_index(IndexConfig(corpus=[str(corpus)], model=model, out=str(out),
-                                     index=index_type, overwrite=True),
-                         progress=True, console=Console(stderr=True))
+    log(f"{index_type}: deriving {out} from {flat}")
+    result = build_from_index(flat, out, index_type, overwrite=True, progress=True,
+                              console=Console(stderr=True))
     return result.manifest
 
 
@@ -158,7 +218,7 @@ def measure(folder: Path, queries: list[str], truth: np.ndarray, k: int, single:
             "params": dict(idx.params), "count": idx.count,
             "load_s": round(load_s, 2),
             "bytes": sum(f.stat().st_size for f in folder.iterdir() if f.is_file()),
-            "build_s": round(sum(idx.manifest.get("stages", {}).values()), 1),
+            "index_build_s": round(idx.manifest.get("stages", {}).get("index", 0.0), 1),
             "single_queries": len(single_q),
             "end_to_end": percentiles(e2e), "search_only": percentiles(search_only),
             "encode_only": percentiles(encode),
@@ -193,8 +253,8 @@ def sweep_parameter(idx, vectors: np.ndarray, truth: np.ndarray, k: int) -> list
 def markdown(rows: list[dict[str, Any]], k: int) -> str:
     lines = [f"| index | key | params | recall@{k} | end-to-end p50 / p95 ms | "
              "search p50 / p95 ms | encode p50 ms | batched q/s (end-to-end / search) | "
-             "size MB | load s |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "size MB | load s | index build s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         params = ", ".join(f"{n}={v:g}" for n, v in r["params"].items()) or "–"
         lines.append(
@@ -203,24 +263,32 @@ def markdown(rows: list[dict[str, Any]], k: int) -> str:
             f"{r['search_only']['p50_ms']:.2f} / {r['search_only']['p95_ms']:.2f} | "
             f"{r['encode_only']['p50_ms']:.2f} | "
             f"{r['batched_qps_end_to_end']:,.0f} / {r['batched_qps_search_only']:,.0f} | "
-            f"{r['bytes'] / 1e6:,.0f} | {r['load_s']:.1f} |")
+            f"{r['bytes'] / 1e6:,.0f} | {r['load_s']:.2f} | {r['index_build_s']:.1f} |")
     for r in rows:
         for p in r.get("sweep", []):
             name = next(iter(p))
             lines.append(f"| {r['index_type']} | sweep | {name}={p[name]} | "
                          f"{p[f'recall@{k}']:.3f} | | {p['p50_ms']:.2f} / {p['p95_ms']:.2f} "
-                         "| | | | |")
+                         "| | | | | |")
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="Model folder used for every index.")
-    parser.add_argument("--sentences", type=int, default=1_000_000, help="Corpus size N.")
+    parser.add_argument("--model", default=None,
+                        help="Model folder (default: the shipped model; with --from-index: the "
+                             "index's own model).")
+    parser.add_argument("--sentences", type=int, default=1_000_000,
+                        help="Corpus size N (with --from-index: the index's size).")
+    parser.add_argument("--from-index", type=Path, default=None,
+                        help="A flat index of the first N book sentences (build_index.py "
+                             "--index flat --keep DIR) to derive the other types from, "
+                             "instead of embedding the corpus here.")
     parser.add_argument("--work", type=Path, required=True,
                         help="Folder for the corpus and the indexes (kept for reruns).")
     parser.add_argument("--types", default=",".join(INDEX_TYPES),
-                        help="Index types to measure (flat is always built: the reference).")
+                        help="Index types to measure (flat is always there: the reference; "
+                             "the others are derived from its vectors).")
     parser.add_argument("--queries", type=int, default=500,
                         help="Held-out queries (recall and batched throughput).")
     parser.add_argument("--single", type=int, default=300,
@@ -248,16 +316,36 @@ def main() -> None:
         faiss.omp_set_num_threads(args.threads)
 
     args.work.mkdir(parents=True, exist_ok=True)
-    corpus = args.work / f"gutenberg_{args.sentences}.txt"
-    queries = write_corpus(corpus, args.sentences, args.queries)
-    log(f"corpus: {args.sentences:,} sentences in {corpus}; {len(queries)} held-out queries")
+    if args.from_index:
+        from qtsearch.errors import QTSearchError
+        from qtsearch.index import read_manifest
 
-    manifests = {t: build(corpus, args.model, args.work / f"{t}_{args.sentences}", t,
-                          args.sentences) for t in dict.fromkeys(["flat", *types])}
+        flat = args.from_index
+        try:
+            flat_manifest = read_manifest(flat)
+        except QTSearchError as e:
+            sys.exit(f"query_latency: {e}")
+        if flat_manifest["index_type"] != "flat":
+            sys.exit(f"query_latency: {flat} is a {flat_manifest['index_type']} index; "
+                     "--from-index needs a flat one (build_index.py --index flat --keep DIR)")
+        n = flat_manifest["count"]
+        queries = queries_after(flat, args.queries)
+        log(f"corpus: the {n:,} sentences of {flat}; {len(queries)} held-out queries")
+    else:
+        n = args.sentences
+        corpus = args.work / f"gutenberg_{n}.txt"
+        queries = write_corpus(corpus, n, args.queries)
+        log(f"corpus: {n:,} sentences in {corpus}; {len(queries)} held-out queries")
+        flat = args.work / f"flat_{n}"
+        flat_manifest = build_flat(corpus, args.model, flat, n)
+    folders = {t: flat if t == "flat" else args.work / f"{t}_{n}" for t in types}
+    for t in types:
+        if t != "flat":
+            derive(flat, flat_manifest, folders[t], t)
 
     from qtsearch.search import Index
 
-    with Index.open(args.work / f"flat_{args.sentences}", device="cpu") as exact:
+    with Index.open(flat, device="cpu") as exact:
         queries = [q for q in queries if exact.encoder.known_words(q) > 0]
         _, truth = exact.faiss_index.search(exact.embed(queries), args.k)
 
@@ -265,13 +353,12 @@ def main() -> None:
     for t in types:
         single = args.flat_single if t == "flat" else args.single
         log(f"{t}: measuring ({single} single queries, {len(queries)} batched)")
-        rows.append(measure(args.work / f"{t}_{args.sentences}", queries, truth, args.k,
-                            single, args.sweep))
+        rows.append(measure(folders[t], queries, truth, args.k, single, args.sweep))
         log(json.dumps(rows[-1]))
 
     report = {
-        "sentences": args.sentences, "queries": len(queries), "k": args.k,
-        "model": manifests["flat"]["model"], "threads": {
+        "sentences": n, "queries": len(queries), "k": args.k,
+        "model": flat_manifest["model"], "reference": str(flat), "threads": {
             "torch": torch.get_num_threads(), "faiss": faiss.omp_get_max_threads()},
         "machine": {"cpu": platform.processor() or platform.machine(),
                     "cores": os.cpu_count(), "python": platform.python_version(),

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from qtsearch import __version__
 from qtsearch.embed import Encoder, load_encoder
-from qtsearch.errors import IndexError_, ModelError, OutputError, UsageError
+from qtsearch.errors import IndexError_, InputError, ModelError, OutputError, UsageError
 from qtsearch.index.choose import TARGET_RECALL, IndexChoice, choose_index
 from qtsearch.index.faiss_backend import (
     FaissBuilder,
@@ -417,6 +417,7 @@ class Builder:
         builder = FaissBuilder(key, dim, device)
         if builder.needs_training:
             builder.train(self._sample(max(train_size, 1), _SEED))
+        builder.reserve(self.state["read"]["count"])
         bar(1)
         for vectors in self._vectors():
             builder.add(np.asarray(vectors))
@@ -495,7 +496,11 @@ class Builder:
         c = self.config
         with self.progress:
             if not self.state["read"]:
-                self._read(files)
+                try:
+                    self._read(files)
+                except InputError:  # nothing worth resuming yet: leave no trace
+                    shutil.rmtree(self.partial, ignore_errors=True)
+                    raise
             self._embed(encoder)
             redo_index = (self.state["index"] or {}).get("requested") != c.index
             if (os.cpu_count() or 1) < PARALLEL_MIN_CPUS:
@@ -551,7 +556,7 @@ class Builder:
             with self._lock:
                 self.state["finished"] = True
             self._save_state()
-            shutil.rmtree(self.shards)
+        shutil.rmtree(self.shards, ignore_errors=True)  # also when a kill interrupted this
         swap_in(self.partial, self.out)
         (self.out / STATE_FILE).unlink()  # after the rename, so a kill before it can resume
         return BuildResult(self.out, manifest, resumed, folder_bytes(self.out))
@@ -576,6 +581,83 @@ def swap_in(new: Path, out: Path) -> None:
 def build_index(config: IndexConfig, progress: bool = True, console: Any = None) -> BuildResult:
     """Build (or resume building) the index described by `config`."""
     return Builder(config, progress, console).run()
+
+
+# ---------------------------------------------------------------------------------------------
+# Derive: another index type from the vectors of an exact index, without embedding again.
+
+
+class _FromIndex(Builder):
+    """A build whose vectors come from an existing flat index instead of embedded shards:
+    the index stage (choice, training sample, shard-by-shard add, recall tuning) is the
+    builder's own, so a derived index is the one `build-index --index TYPE` would make."""
+
+    def __init__(self, source: Path, config: IndexConfig, progress: bool, console: Any):
+        super().__init__(config, progress, console)
+        self.source = source
+        self.source_manifest = read_manifest(source)
+        if self.source_manifest["index_type"] != "flat":
+            raise UsageError(f"{source}: is a {self.source_manifest['index_type']} index; "
+                             f"only a flat index holds the exact vectors to build from")
+        self.vectors = open_faiss_index(source / INDEX_FILE, mmap=True)  # only read from
+
+    def _vectors(self) -> Iterator[np.ndarray]:
+        n, step = int(self.vectors.ntotal), self.config.shard_size
+        for lo in range(0, n, step):
+            yield self.vectors.reconstruct_n(lo, min(step, n - lo))
+
+    def run(self) -> BuildResult:
+        self._check_output()
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        if self.partial.exists():
+            shutil.rmtree(self.partial)
+        self.partial.mkdir()
+        n, step = int(self.vectors.ntotal), self.config.shard_size
+        self.state = {"read": {"count": n, "shards": -(-n // step)}, "index": None,
+                      "stages": dict.fromkeys(STAGES, 0.0)}
+        with self.progress:
+            self._index(int(self.source_manifest["dim"]))
+        t0 = time.perf_counter()
+        for name in (META_FILE, PARQUET_FILE):
+            if (self.source / name).is_file():
+                shutil.copyfile(self.source / name, self.partial / name)
+        self._timed("metadata", t0)
+        info, src = self.state["index"], self.source_manifest
+        manifest = {
+            **src, "index_type": info["type"], "index_key": info["key"],
+            "index_params": info["params"], "stages": dict(self.state["stages"]),
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "qtsearch_version": __version__,
+            "build": {**src.get("build", {}), "why": info["why"], "recall": info["recall"],
+                      "faiss_device": info["device"], "shard_size": self.config.shard_size,
+                      "derived_from": {"path": str(self.source.resolve()),
+                                       "stages": src.get("stages", {})}},
+        }
+        save_config(self.config, self.partial / CONFIG_FILE)
+        write_manifest(self.partial, manifest)
+        (self.partial / STATE_FILE).unlink()
+        swap_in(self.partial, self.out)
+        return BuildResult(self.out, manifest, [], folder_bytes(self.out))
+
+
+def build_from_index(source: str | os.PathLike, out: str | os.PathLike, index_type: str,
+                     device: str = "auto", overwrite: bool = False, progress: bool = True,
+                     console: Any = None) -> BuildResult:
+    """Build an `index_type` index folder at `out` from the vectors and metadata of the flat
+    index `source`, without reading or embedding the corpus again (embedding is by far the
+    costliest stage: ~10 min per million sentences on 2 cores). Its manifest records the
+    source under build.derived_from; its stages hold only the work done here."""
+    folder = Path(source)
+    manifest = read_manifest(folder)
+    config = IndexConfig(corpus=[c["path"] for c in manifest.get("corpus", [])],
+                         model=manifest["model"].get("path"), out=str(out), index=index_type,
+                         split_sentences=bool(manifest.get("split_sentences", False)),
+                         device=device, parquet=(folder / PARQUET_FILE).is_file(),
+                         shard_size=int(manifest.get("build", {}).get("shard_size", 50_000)),
+                         overwrite=overwrite)
+    if Path(out).resolve() == folder.resolve():
+        raise UsageError(f"{out}: the derived index must go to another folder than its source")
+    return _FromIndex(folder, config, progress, console).run()
 
 
 # ---------------------------------------------------------------------------------------------

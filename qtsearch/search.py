@@ -104,7 +104,7 @@ class Index:
         folder = Path(path)
         manifest = read_manifest(folder)
         encoder = cls._load_model(folder, manifest, model, device, precision)
-        faiss_index = open_faiss_index(folder / INDEX_FILE)
+        faiss_index = open_faiss_index(folder / INDEX_FILE, mmap=True)  # read-only use
         dim = int(manifest.get("dim", faiss_index.d))
         if faiss_index.d != dim or encoder.dim != dim:
             raise IndexError_(f"{folder}: dimension mismatch (manifest {dim}, faiss index "

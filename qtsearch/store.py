@@ -27,6 +27,7 @@ from sqlalchemy import (
     func,
     select,
 )
+from sqlalchemy.pool import StaticPool
 
 from qtsearch.errors import IndexError_, OutputError
 
@@ -55,13 +56,18 @@ _MAX_IN = 30_000
 
 
 def _engine(path: Path, readonly: bool) -> Engine:
-    mode = "ro" if readonly else "rwc"
+    # A finished index never changes in place (`add` and rebuilds swap in a new folder), so a
+    # reader opens it immutable: no -wal/-shm files appear beside it, read-only media work,
+    # and its one connection (StaticPool, every thread) keeps reading the file it opened
+    # even after a rebuild renamed a new index into its place.
+    mode = "ro&immutable=1" if readonly else "rwc"
     uri = f"file:{path.resolve().as_posix()}?mode={mode}"
 
     def connect() -> sqlite3.Connection:
         return sqlite3.connect(uri, uri=True, check_same_thread=False)
 
-    engine = create_engine("sqlite://", creator=connect)
+    engine = create_engine("sqlite://", creator=connect,
+                           **({"poolclass": StaticPool} if readonly else {}))
 
     @event.listens_for(engine, "connect")
     def _pragmas(conn: sqlite3.Connection, _record: Any) -> None:
@@ -108,7 +114,8 @@ class MetadataStore:
                 names = {r[0] for r in conn.exec_driver_sql(
                     "SELECT name FROM sqlite_master WHERE type='table'")}
         except Exception as e:
-            raise IndexError_(f"{p}: not a readable SQLite database ({e})") from e
+            why = str(getattr(e, "orig", None) or e).splitlines()[0]
+            raise IndexError_(f"{p}: not a readable SQLite database ({why})") from e
         if "sentences" not in names:
             engine.dispose()
             raise IndexError_(f"{p}: no `sentences` table (not a qtsearch metadata database)")

