@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -132,6 +134,9 @@ class Shell:
     def run(self) -> int:
         """The interactive loop; returns the exit status (0)."""
         readline = _setup_readline(self.history)
+        # Ctrl-C must cancel the line even when started with SIGINT ignored (nohup, `cmd &`)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         self.index.warm_up()
         self.console.print(f"ready: {self.index.describe()}. "
                            "Type a sentence, :help for commands, Ctrl-D to leave.",

@@ -183,7 +183,7 @@ def test_bad_corpus_gives_one_line_and_exit_3(tmp_path: Path) -> None:
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n  \n")
     truncated = tmp_path / "cut.txt.gz"
-    truncated.write_bytes(gzip.compress(b"Hello there.\n" * 5000)[:300])
+    truncated.write_bytes(gzip.compress(b"Hello there.\n" * 5000)[:100])
     for path in (tmp_path / "missing.txt", binary, empty, truncated, tmp_path):
         r = cli("train", str(path), "--out", str(tmp_path / "out"))
         assert r.returncode == 3, (path, r.stderr)

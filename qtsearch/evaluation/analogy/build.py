@@ -211,7 +211,11 @@ def read_tuples(path: Path) -> list[AnalogyTuple]:
         raise InputError(f"{path}: no tuples file (make one with `qtsearch bench analogy build`)")
     out = []
     names = set(AnalogyTuple.__dataclass_fields__)
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:  # utf-8-sig: a byte-order mark is fine; anything not UTF-8 is not a tuples file
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not a tuples file (not UTF-8 text: {e.reason})") from e
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
