@@ -36,7 +36,8 @@ CONFIGS = {  # name: (encoder, hidden, word_dim)
     "bi H=1000": ("bi", 1000, 300),
     "mc H=1000": ("mc", 1000, 300),
     "bow W=300": ("bow", 1, 300),
-    "uni H=300 (default model)": ("uni", 300, 300),
+    "uni H=300": ("uni", 300, 300),
+    "mc H=150 (default model)": ("mc", 150, 300),
 }
 
 

@@ -55,3 +55,20 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     train(config, progress=False)
     return out
+
+
+@pytest.fixture(scope="session")
+def flat(tmp_path_factory: pytest.TempPathFactory, shared_data: Path, tiny_model: Path) -> Path:
+    """A flat index over real Austen sentences, built with `tiny_model` (tests/query_fixtures)."""
+    from query_fixtures import small_index
+
+    return small_index(tmp_path_factory, shared_data, tiny_model, "flat")
+
+
+@pytest.fixture(scope="session")
+def api(flat: Path):
+    """The flat index opened once through the Python API."""
+    from qtsearch.search import Index
+
+    with Index.open(flat) as idx:
+        yield idx

@@ -11,25 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from query_fixtures import small_index
 
 from qtsearch.cli import main
-from qtsearch.search import Index
 
 HIT_KEYS = ["id", "score", "text", "source", "line", "doc", "position"]
 Q1 = "She was very happy to see him again."
 Q2 = "Mr. Knightley said nothing."
-
-
-@pytest.fixture(scope="module")
-def flat(tmp_path_factory, shared_data, tiny_model) -> Path:
-    return small_index(tmp_path_factory, shared_data, tiny_model, "flat")
-
-
-@pytest.fixture(scope="module")
-def api(flat):
-    with Index.open(flat) as idx:
-        yield idx
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:

@@ -26,14 +26,8 @@ QUERIES = ["She was very happy to see him again.",
 
 
 @pytest.fixture(scope="module")
-def flat(tmp_path_factory, shared_data, tiny_model) -> Path:
-    return small_index(tmp_path_factory, shared_data, tiny_model, "flat")
-
-
-@pytest.fixture(scope="module")
-def index(flat):
-    with Index.open(flat) as idx:
-        yield idx
+def index(api):
+    return api
 
 
 @pytest.fixture(scope="module")

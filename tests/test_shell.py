@@ -7,25 +7,10 @@ import sys
 from pathlib import Path
 
 import pexpect
-import pytest
-from query_fixtures import small_index
-
-from qtsearch.search import Index
 
 PROMPT = "qtsearch> "
 #: Generous: the first start imports torch and faiss on a busy 2-core machine.
 START_TIMEOUT = 90
-
-
-@pytest.fixture(scope="module")
-def flat(tmp_path_factory, shared_data, tiny_model) -> Path:
-    return small_index(tmp_path_factory, shared_data, tiny_model, "flat")
-
-
-@pytest.fixture(scope="module")
-def api(flat):
-    with Index.open(flat) as idx:
-        yield idx
 
 
 def spawn(index: Path, history: Path, *extra: str) -> pexpect.spawn:
