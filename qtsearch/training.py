@@ -48,8 +48,9 @@ class Interrupted(QTSearchError):
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (kill, a job scheduler's stop) saves a checkpoint like Ctrl-C does."""
+def _stop_signals_save_checkpoint() -> Iterator[None]:
+    """Ctrl-C and SIGTERM (kill, a job scheduler's stop) both end training with a checkpoint,
+    also when the process started with SIGINT ignored (as `cmd &` does in scripts)."""
 
     def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -57,11 +58,12 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 @dataclass
@@ -365,7 +367,7 @@ class Trainer:
         if last:
             self._log({"step": 0, **last})
         self.model.train()
-        with self._bars() as prog, _sigterm_as_interrupt():
+        with self._bars() as prog, _stop_signals_save_checkpoint():
             task = prog.add_task("training", total=self.total_steps, completed=step, info="")
             try:
                 while step < self.total_steps:
