@@ -24,6 +24,14 @@ def _shared() -> Path:
     return SHARED_DATA
 
 
+def wikitext_slice(shared: Path, factory: pytest.TempPathFactory, n_bytes: int) -> Path:
+    """The first `n_bytes` of the WikiText-2 validation articles, cut at a line end."""
+    text = (shared / "wikitext2" / "valid.txt").read_bytes()[:n_bytes]
+    path = factory.mktemp("corpus") / "wiki.txt"
+    path.write_bytes(text[: text.rfind(b"\n") + 1])
+    return path
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """../shared/data beside the checkout (fails clearly when absent)."""

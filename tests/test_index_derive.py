@@ -10,6 +10,7 @@ import sys
 import faiss
 import numpy as np
 import pytest
+from conftest import wikitext_slice
 
 from qtsearch.errors import OutputError, UsageError
 from qtsearch.index import open_faiss_index, read_manifest
@@ -33,10 +34,7 @@ def one_faiss_thread():
 
 @pytest.fixture(scope="module")
 def corpus(shared_data, tmp_path_factory):
-    text = (shared_data / "wikitext2" / "valid.txt").read_bytes()[:CORPUS_BYTES]
-    path = tmp_path_factory.mktemp("corpus") / "wiki.txt"
-    path.write_bytes(text[: text.rfind(b"\n") + 1])
-    return path
+    return wikitext_slice(shared_data, tmp_path_factory, CORPUS_BYTES)
 
 
 def _build(corpus, model, out, index_type):

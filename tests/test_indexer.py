@@ -8,6 +8,7 @@ import faiss
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from conftest import wikitext_slice
 
 from qtsearch.embed import load_encoder
 from qtsearch.errors import InputError, ModelError, OutputError
@@ -22,10 +23,7 @@ CORPUS_BYTES = 500_000
 
 @pytest.fixture(scope="module")
 def corpus(shared_data, tmp_path_factory):
-    text = (shared_data / "wikitext2" / "valid.txt").read_bytes()[:CORPUS_BYTES]
-    path = tmp_path_factory.mktemp("corpus") / "wiki.txt"
-    path.write_bytes(text[: text.rfind(b"\n") + 1])
-    return path
+    return wikitext_slice(shared_data, tmp_path_factory, CORPUS_BYTES)
 
 
 @pytest.fixture(scope="module")
