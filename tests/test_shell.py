@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -13,12 +14,17 @@ PROMPT = "qtsearch> "
 START_TIMEOUT = 90
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def spawn(index: Path, history: Path, *extra: str) -> pexpect.spawn:
     env = {**os.environ, "QTSEARCH_HISTORY": str(history), "OMP_NUM_THREADS": "1",
            "TERM": "dumb", "COLUMNS": "160"}  # dumb: plain text without colour codes
+    # a user's terminal never starts programs with SIGINT ignored, whatever runs this test
     child = pexpect.spawn(str(Path(sys.executable).with_name("qtsearch")),
                           ["shell", str(index), *extra], env=env, encoding="utf-8",
-                          timeout=30, dimensions=(50, 160))
+                          timeout=30, dimensions=(50, 160), preexec_fn=_default_sigint)
     child.expect("ready: ", timeout=START_TIMEOUT)
     child.expect_exact(PROMPT)
     return child
