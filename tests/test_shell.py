@@ -74,6 +74,7 @@ def test_a_session(flat, api, tmp_path):
 
     # Ctrl-C cancels the line being typed; the shell is still there and answers
     child.send("half a sentence that is never")
+    child.expect_exact("never")  # readline has the line: the interrupt cancels that line
     child.sendintr()
     child.expect_exact(PROMPT)
     assert "2 results in" in ask(child, query)
