@@ -72,9 +72,12 @@ def gru_flops_per_token(model) -> int:
     return 2 * total
 
 
-def matmul_gflops(device: str, dtype_name: str, size: int = 2048, reps: int = 20) -> float:
-    """Dense size x size matmul throughput in the precision the embedding uses."""
+def matmul_gflops(device: str, dtype_name: str, reps: int = 20) -> float:
+    """Dense square matmul throughput in the precision the embedding uses (2048² saturates the
+    CPU; a GPU needs 8192² to reach its peak)."""
     import torch
+
+    size = 8192 if device == "cuda" else 2048
 
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype_name]
     a = torch.randn(size, size, device=device, dtype=dtype)
@@ -91,13 +94,14 @@ def matmul_gflops(device: str, dtype_name: str, size: int = 2048, reps: int = 20
     return 2 * size**3 * reps / (time.perf_counter() - t) / 1e9
 
 
-def model_figures(model_path: str | None, device: str, sample: list[str]) -> dict:
+def model_figures(model_path: str | None, device: str, precision: str,
+                  sample: list[str]) -> dict:
     """FLOPs per token, mean tokens per sentence (on a sample) and the matmul ceiling."""
     import torch
 
     from qtsearch.embed import load_encoder
 
-    enc = load_encoder(model_path, device=device)
+    enc = load_encoder(model_path, device=device, precision=precision)
     tokens = sum(len(enc.token_ids(s)) for s in sample) / max(1, len(sample))
     precision = "bf16" if enc.amp == torch.bfloat16 else "fp32"
     return {"model": str(enc.path), "dim": enc.dim, "device": str(enc.device),
@@ -109,7 +113,8 @@ def model_figures(model_path: str | None, device: str, sample: list[str]) -> dic
 def run_build(corpus: Path, out: Path, args: argparse.Namespace) -> tuple[float, int, str]:
     """Run the CLI in a child; returns (wall seconds, peak RSS bytes, stderr tail)."""
     cmd = [sys.executable, str(REPO / "cli.py"), "build-index", str(corpus), "--out", str(out),
-           "--index", args.index, "--device", args.device, "-q"]
+           "--index", args.index, "--device", args.device, "--precision", args.precision,
+           "--batch-size", str(args.batch_size), "-q"]
     if args.model:
         cmd += ["--model", args.model]
     t = time.perf_counter()
@@ -133,12 +138,22 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="model folder (default: the shipped model)")
     ap.add_argument("--index", default="auto", help="auto | flat | sq8 | ivf-pq | hnsw")
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    ap.add_argument("--precision", default="auto", help="auto | fp32 | bf16 (embedding)")
+    ap.add_argument("--batch-size", type=int, default=512, help="sentences per embedding batch")
     ap.add_argument("--workdir", default=None, help="where corpora and indexes go (temp dir)")
     ap.add_argument("--json", default=None, help="also write the raw figures here")
+    ap.add_argument("--corpus", default=None, type=Path,
+                    help="use this corpus (one sentence a line) instead of writing one from "
+                         "the books; --sentences is then its line count")
     ap.add_argument("--keep", default=None, type=Path,
                     help="keep the index of the largest N here (needs --index flat: "
                          "query_latency.py --from-index derives the other types from it)")
     args = ap.parse_args()
+    if args.corpus:
+        if not args.corpus.is_file():
+            ap.error(f"--corpus {args.corpus}: no such file")
+        with open(args.corpus, encoding="utf-8") as fh:
+            args.sentences = [sum(1 for line in fh if line.strip())]
     if args.keep and args.index != "flat":
         ap.error("--keep needs --index flat (only a flat index holds the exact vectors)")
     if args.keep and args.keep.exists():
@@ -154,13 +169,13 @@ def main() -> None:
     figures: dict | None = None
     try:
         for n in sorted(args.sentences):
-            corpus = work / f"gutenberg-{n}.txt"
-            got = write_corpus(n, corpus)
+            corpus = args.corpus or work / f"gutenberg-{n}.txt"
+            got = n if args.corpus else write_corpus(n, corpus)
             if figures is None:
                 sample = [line for line in corpus.read_text(encoding="utf-8").splitlines()
                           if line][:20_000]
                 try:
-                    figures = model_figures(args.model, args.device, sample)
+                    figures = model_figures(args.model, args.device, args.precision, sample)
                 except QTSearchError as e:
                     sys.exit(f"benchmark: {e}")
             out = work / f"index-{n}"
@@ -186,7 +201,8 @@ def main() -> None:
                   f"(wall {wall:.1f} s incl. start-up) | {row['sentences_per_s']:,.0f} "
                   f"sentences/s | peak RSS {gb(rss)} | on disk {gb(row['disk_bytes'])} | "
                   f"{m['index_key']}", flush=True)
-            corpus.unlink()
+            if not args.corpus:
+                corpus.unlink()
         if args.keep:
             args.keep.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(work / f"index-{max(args.sentences)}", args.keep)

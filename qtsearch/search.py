@@ -28,6 +28,8 @@ from qtsearch.index import (
     open_faiss_index,
     read_manifest,
 )
+from qtsearch.index.faiss_backend import flat_vectors
+from qtsearch.index.gpu import FlatSearch
 from qtsearch.store import MetadataStore
 from qtsearch.text.tokenizer import tokenize
 
@@ -91,6 +93,14 @@ class Index:
         self.count = int(faiss_index.ntotal)
         self.params: dict[str, Any] = {}
         self.set_params(manifest.get("index_params") or {})
+        self.gpu_search: FlatSearch | None = None
+        if encoder.device.type == "cuda":
+            vectors = flat_vectors(faiss_index)
+            if vectors is None:
+                log.info("a %s index is searched on the CPU (GPU search covers flat indexes)",
+                         self.index_type)
+            else:  # exact search at GPU memory bandwidth, the vectors held in fp16
+                self.gpu_search = FlatSearch(vectors, encoder.device)
 
     @classmethod
     def open(cls, path: str | os.PathLike, model: str | os.PathLike | Encoder | None = None,
@@ -196,7 +206,8 @@ class Index:
         """Nearest stored sentences to already-normalised vectors [n, dim]."""
         k = self._clamp(k)
         q = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, self.faiss_index.d)
-        scores, ids = self.faiss_index.search(q, k)
+        searcher = self.gpu_search or self.faiss_index
+        scores, ids = searcher.search(q, k)
         rows = self.store.get(np.unique(ids[ids >= 0]).tolist())
         results = []
         for srow, irow in zip(scores, ids, strict=True):

@@ -207,7 +207,7 @@ def test_default_out():
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(not gpu_available(), reason="needs faiss-gpu and a CUDA GPU")
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU")
 def test_gpu_build_matches_cpu(flat_index, corpus, tiny_model, tmp_path):
     """Embedding and IVF training/assignment on the GPU; the saved index is a CPU index with
     the same recall as a CPU build."""

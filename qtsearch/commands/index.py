@@ -73,8 +73,8 @@ def build_index_cmd(
     split_sentences: bool = typer.Option(
         False, "--split-sentences", help="Input is running text: split it into sentences."),
     device: str = typer.Option(
-        "auto", help="auto | cpu | cuda, for embedding and faiss (faiss falls back to the CPU "
-        "without faiss-gpu)."),
+        "auto", help="auto | cpu | cuda: where embedding and IVF training/assignment run (the "
+        "saved index is a CPU index either way)."),
     precision: str = typer.Option("auto", help="Embedding precision: auto | fp32 | bf16."),
     parquet: bool = typer.Option(
         False, "--parquet", help="Also write the metadata as meta.parquet."),

@@ -15,8 +15,9 @@ K_OPT = typer.Option(10, "-k", "--k", help="Results per query (clamped to the in
 MODEL_OPT = typer.Option(None, "--model", "-m",
                          help="Model folder; default: the one recorded in the index. It must be "
                               "the model the index was built with.")
-DEVICE_OPT = typer.Option("cpu", help="cpu | cuda | auto. One query encodes in about a "
-                                      "millisecond on the CPU, which also starts fastest.")
+DEVICE_OPT = typer.Option("cpu", help="cpu | cuda | auto. One query encodes in milliseconds "
+                                      "on the CPU, which also starts fastest; cuda also "
+                                      "searches a flat index on the GPU (batched queries).")
 PARAM_OPT = typer.Option(None, "--param", "-p",
                          help="faiss search parameter NAME=VALUE overriding the index's own, "
                               "e.g. nprobe=32 (IVF) or efSearch=256 (HNSW). Repeatable.")

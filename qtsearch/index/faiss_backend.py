@@ -1,12 +1,10 @@
-"""FAISS on CPU or GPU: build (train + add in batches), tune search parameters, read and write.
+"""FAISS on CPU, with its GPU-heavy steps on a GPU: build (train + add in batches), tune search
+parameters, read and write.
 
-The saved index is always a CPU index (faiss I/O is CPU-only). A GPU is used only where it pays
-and is safe: k-means training of the coarse quantizer and the IVF assignment of added vectors
-(the two O(n · nlist · d) steps). Everything else (scalar-quantizer and PQ encoding, HNSW graph
-construction, which has no GPU version) runs on the CPU. Every GPU call is guarded by
-`gpu_available()`: faiss-gpu imports fine on a machine without a GPU and then fails inside
-(or, for `index_cpu_to_all_gpus`, silently returns an empty index), so we check first and fall
-back to the CPU with a warning.
+The saved index is always a CPU index (faiss I/O is CPU-only). A GPU is used only where it pays:
+k-means of the IVF coarse quantizer and the IVF assignment of added vectors (the two
+O(n · nlist · d) steps), done with torch (qtsearch/index/gpu.py says why not faiss-gpu).
+Everything else (scalar-quantizer and PQ encoding, HNSW graph construction) runs in faiss-cpu.
 """
 
 from __future__ import annotations
@@ -20,8 +18,10 @@ from typing import Any
 
 import faiss
 import numpy as np
+import torch
 
 from qtsearch.errors import IndexError_, OutputError, UsageError
+from qtsearch.index.gpu import assign_numpy, spherical_kmeans
 
 log = logging.getLogger("qtsearch")
 
@@ -32,12 +32,12 @@ faiss.cvar.distance_compute_blas_threshold = BLAS_THRESHOLD
 
 
 def gpu_available() -> bool:
-    """True when faiss was built with GPU support *and* sees at least one GPU."""
-    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+    """True when torch sees a CUDA GPU (the index stage's GPU work runs through torch)."""
+    return torch.cuda.is_available()
 
 
 def resolve_faiss_device(device: str) -> str:
-    """"cuda" or "cpu" for the index stage; "cuda" without faiss-gpu falls back with a warning."""
+    """"cuda" or "cpu" for the index stage; "cuda" without a GPU falls back with a warning."""
     if device not in ("auto", "cpu", "cuda"):
         raise UsageError(f"--device must be one of auto, cpu, cuda, not {device!r}")
     if device == "cpu":
@@ -45,8 +45,7 @@ def resolve_faiss_device(device: str) -> str:
     if gpu_available():
         return "cuda"
     if device == "cuda":
-        log.warning("faiss has no usable GPU here (faiss-gpu missing or no GPU visible): "
-                    "building the index on the CPU")
+        log.warning("no CUDA GPU visible to torch: building the index on the CPU")
     return "cpu"
 
 
@@ -95,6 +94,16 @@ def write_faiss_index(index: faiss.Index, path: Path) -> None:
         raise OutputError(f"{path}: cannot write the index ({str(e).splitlines()[-1]})") from e
 
 
+def flat_vectors(index: faiss.Index) -> np.ndarray | None:
+    """The stored vectors of a flat index as an [n, d] view (no copy; mapped pages stay on
+    disk until read), or None for other index types."""
+    flat = faiss.downcast_index(index)
+    if not isinstance(flat, faiss.IndexFlat):
+        return None
+    n, d = int(flat.ntotal), int(flat.d)
+    return faiss.rev_swig_ptr(flat.get_xb(), n * d).reshape(n, d)
+
+
 def ivf_of(index: faiss.Index) -> faiss.IndexIVF | None:
     """The IVF part of an index (inside a refine wrapper too), or None."""
     base = faiss.downcast_index(index)
@@ -113,25 +122,6 @@ def _code_arrays(index: faiss.Index) -> list[faiss.IndexFlatCodes]:
     if isinstance(top, faiss.IndexHNSW):
         parts.append(faiss.downcast_index(top.storage))
     return [p for p in parts if isinstance(p, faiss.IndexFlatCodes)]
-
-
-class GpuHelper:
-    """Holds the GPU resources and the GPU copy of an IVF coarse quantizer."""
-
-    def __init__(self) -> None:
-        self.res = faiss.StandardGpuResources()
-        self._quantizer: faiss.Index | None = None
-
-    def flat(self, dim: int) -> faiss.Index:
-        """A GPU inner-product flat index for k-means: the same assignment rule as the CPU
-        quantizer of an inner-product IVF, so GPU and CPU builds train alike."""
-        return faiss.GpuIndexFlatIP(self.res, dim)
-
-    def quantizer(self, ivf: faiss.IndexIVF) -> faiss.Index:
-        """The trained CPU quantizer cloned to the GPU once (centroids only: small)."""
-        if self._quantizer is None:
-            self._quantizer = faiss.index_cpu_to_gpu(self.res, 0, ivf.quantizer)
-        return self._quantizer
 
 
 class FaissBuilder:
@@ -155,13 +145,8 @@ class FaissBuilder:
         base = faiss.downcast_index(top.base_index) if isinstance(top, faiss.IndexRefine) else top
         if hasattr(base, "do_polysemous_training"):
             base.do_polysemous_training = False
-        self.gpu: GpuHelper | None = None
-        if device == "cuda" and gpu_available():
-            try:
-                self.gpu = GpuHelper()
-            except RuntimeError as e:  # driver/CUDA mismatch: the CPU still builds the index
-                log.warning("faiss GPU unusable (%s): building the index on the CPU",
-                            str(e).strip().splitlines()[-1])
+        self.gpu = torch.device("cuda") if device == "cuda" and gpu_available() else None
+        self._centroids: torch.Tensor | None = None
 
     def reserve(self, n: int) -> None:
         """Size the code arrays for `n` vectors before adding: grown add by add, a std::vector
@@ -177,13 +162,13 @@ class FaissBuilder:
     def train(self, sample: np.ndarray) -> None:
         if self.index.is_trained:
             return
+        sample = np.ascontiguousarray(sample, dtype=np.float32)
         ivf = ivf_of(self.index)
         if self.gpu is not None and ivf is not None:
-            # k-means of the coarse quantizer on the GPU; the rest of training stays on CPU.
-            ivf.clustering_index = self.gpu.flat(self.dim)
-        self.index.train(np.ascontiguousarray(sample, dtype=np.float32))
-        if ivf is not None:
-            ivf.clustering_index = None
+            # k-means of the coarse quantizer on the GPU; a quantizer already holding nlist
+            # centroids is kept by faiss, which then trains only the codec on the CPU.
+            ivf.quantizer.add(spherical_kmeans(sample, ivf.nlist, self.gpu))
+        self.index.train(sample)
 
     def add(self, vectors: np.ndarray) -> None:
         x = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -192,8 +177,10 @@ class FaissBuilder:
             self.index.add(x)
             return
         # Assign to lists on the GPU; encode and append on the CPU (ids continue from ntotal).
-        _, assign = self.gpu.quantizer(ivf).search(x, 1)
-        assign = np.ascontiguousarray(assign, dtype=np.int64)
+        if self._centroids is None:  # the trained quantizer's centroids, copied once
+            self._centroids = torch.from_numpy(ivf.quantizer.reconstruct_n(0, ivf.nlist)).to(
+                self.gpu)
+        assign = assign_numpy(x, self._centroids)
         ivf.add_core(x.shape[0], faiss.swig_ptr(x), None, faiss.swig_ptr(assign))
         top = faiss.downcast_index(self.index)
         if isinstance(top, faiss.IndexRefine):  # what IndexRefine.add does after its base

@@ -69,6 +69,8 @@ class RNNReader(nn.Module):
     padding all rows to the longest sentence of the batch.
     """
 
+    #: Rows per GRU call on the CPU. A GPU steps all rows of a call in parallel, so there the
+    #: whole batch is one call: groups would only add sequential steps.
     group = 128
 
     def __init__(self, in_dim: int, hidden: int, bidirectional: bool):
@@ -82,11 +84,12 @@ class RNNReader(nn.Module):
         self.out_dim = hidden * (2 if bidirectional else 1)
 
     def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
-        if x.shape[0] <= self.group:
+        group = self.group if x.is_cpu else x.shape[0]
+        if x.shape[0] <= group:
             return self._read(x[:, : int(lengths.max())], lengths)
         order = torch.argsort(lengths, descending=True)
         parts = []
-        for rows in order.split(self.group):
+        for rows in order.split(group):
             sub = lengths[rows]
             parts.append(self._read(x[rows, : int(sub.max())], sub))
         inverse = torch.empty_like(order)
