@@ -149,17 +149,19 @@ class MiniLM:
 
 
 def random_like(model_path: str | os.PathLike | None, seed: int = 0, device: str = "auto"):
-    """An untrained QT model with the architecture and vocabulary of `model_path` (None: default).
+    """An untrained model with the architecture and vocabulary of `model_path` (None: default):
+    any kind a model folder holds (QT, FastSent, SDAE, InferSent…).
 
-    The random weights (drawn with `seed`, as training would draw them; MC-QT keeps its frozen
-    GloVe table) are written once as a real model folder in the cache and loaded like any
-    model, so they encode through the same code path and get their own fingerprint.
+    The random weights (drawn with `seed`, as training would draw them; MC-QT and InferSent
+    keep their frozen GloVe table) are written once as a real model folder in the cache and
+    loaded like any model, so they encode through the same code path and get their own
+    fingerprint.
     """
     import torch
 
     from qtsearch.embed import Encoder, default_model_path
-    from qtsearch.models.encoders import QuickThoughts
     from qtsearch.models.folder import (
+        build_model,
         encoder_config,
         fingerprint,
         load_model,
@@ -174,8 +176,9 @@ def random_like(model_path: str | os.PathLike | None, seed: int = 0, device: str
     if not (folder / "weights.safetensors").is_file():
         _, vocab, config = load_model(source)
         torch.manual_seed(seed)
-        model = QuickThoughts(encoder_config(config))
-        if model.cfg.encoder == "mc":
+        cfg = encoder_config(config)
+        model = build_model(cfg)
+        if cfg.encoder in ("mc", "infersent"):  # the models that read frozen GloVe vectors
             model.set_frozen_vectors(torch.from_numpy(glove_matrix(vocab.words)[0]))
         save_model(folder, model, vocab, {"random_init_of": str(source), "seed": seed})
     label = f"random:{source.name if model_path is not None else 'default'}"

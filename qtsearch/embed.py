@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import torch
 from qtsearch.device import autocast_dtype, resolve_device
 from qtsearch.errors import ModelError
 from qtsearch.models.folder import fingerprint, is_model_folder, latest_validation, load_model
+from qtsearch.models.fused import MAX_BATCH, SmallBatchEncoder
 from qtsearch.text.tokenizer import tokenize
 
 DEFAULT_MODEL = Path(__file__).parent / "default_model"
@@ -83,6 +85,12 @@ class Encoder:
         normalize: bool = False,
         progress: Callable[[int], None] | None = None,
     ) -> np.ndarray:
+        small = self._small_batches if len(ids) <= MAX_BATCH else None
+        if small is not None and ids:
+            out = small.embed([list(x) for x in ids])
+            if progress:
+                progress(len(ids))
+            return _normalized(out) if normalize else out
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         order = np.argsort([len(x) for x in ids], kind="stable")
         autocast = (
@@ -104,10 +112,18 @@ class Encoder:
                 out[rows] = vec.float().cpu().numpy()
                 if progress:
                     progress(len(rows))
-        if normalize:
-            norms = np.linalg.norm(out, axis=1, keepdims=True)
-            out /= np.maximum(norms, 1e-12)
-        return out
+        return _normalized(out) if normalize else out
+
+    @cached_property
+    def _small_batches(self) -> SmallBatchEncoder | None:
+        """The numpy path for a few sentences (queries), where it applies: fp32 on the CPU."""
+        if self.device.type != "cpu" or self.amp is not None:
+            return None
+        return SmallBatchEncoder.for_model(self.model)
+
+
+def _normalized(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
 def load_encoder(

@@ -1,10 +1,11 @@
-"""Training loop for Quick-Thoughts encoders.
+"""Training loop for Quick-Thoughts encoders, and for FastSent and the SDAE on the same batches.
 
 The corpus is tokenised once into a `TokenCorpus`; it is cut into blocks of B contiguous
 sentences (sentences are never shuffled, blocks are); a few evenly spaced blocks are held out
 for validation. The block order of epoch e is a permutation drawn from (seed, e), so the step
 number alone fixes the data position and `--resume` continues exactly: same data, same
-optimiser state, same weights as an uninterrupted run.
+optimiser state, same weights as an uninterrupted run (the SDAE's noise is drawn from
+(seed, step) too).
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ from safetensors.torch import load_file, save_file
 from qtsearch.device import autocast_dtype, resolve_device
 from qtsearch.errors import InputError, ModelError, OutputError, QTSearchError, UsageError
 from qtsearch.jsonconfig import write_json_atomic
-from qtsearch.models.encoders import ENCODERS, EncoderConfig, QuickThoughts
-from qtsearch.models.folder import METRICS, save_model
-from qtsearch.models.objective import qt_loss
+from qtsearch.models.encoders import ENCODERS, EncoderConfig
+from qtsearch.models.folder import METRICS, build_model, save_model
+from qtsearch.models.objective import BatchStats, ObjectiveOptions
 from qtsearch.pretrained import glove_matrix
 from qtsearch.text.reader import list_files
 from qtsearch.text.token_corpus import TokenCorpus
@@ -66,14 +67,43 @@ def _stop_signals_save_checkpoint() -> Iterator[None]:
             signal.signal(sig, old)
 
 
+# the encoders each objective can train, the first being its default
+OBJECTIVE_ENCODERS = {
+    "qt": ("uni", *(e for e in ENCODERS if e != "uni")),
+    "fastsent": ("bow",),  # FastSent is a bag of words by definition
+    "sdae": ("uni", "bi"),
+}
+SCHEDULES = ("constant", "inverse-sqrt", "linear")
+TRANSFORMER_DEFAULTS = {"hidden": 512, "warmup_steps": 1000, "lr_schedule": "inverse-sqrt"}
+GRU_DEFAULTS = {"hidden": 1000, "warmup_steps": 0, "lr_schedule": "constant"}
+
+
+def lr_factor(step: int, warmup: int, schedule: str, total: int) -> float:
+    """Multiplier of --lr for update number `step` (1-based): a linear warm-up over `warmup`
+    updates, then constant, ∝ 1/√step (1 at the end of the warm-up), or linear down to the
+    last update (`total`)."""
+    if step <= warmup:
+        return step / warmup
+    if schedule == "inverse-sqrt":
+        return math.sqrt(max(warmup, 1) / step)
+    if schedule == "linear":
+        return max(0.0, (total - step + 1) / max(total - warmup, 1))
+    return 1.0
+
+
 @dataclass
 class TrainConfig:
-    """Everything that defines a training run; saved in the model's config.json."""
+    """Everything that defines a training run; saved in the model's config.json.
+
+    None (encoder, hidden, warm-up, schedule) means the default of the objective and encoder:
+    see OBJECTIVE_ENCODERS, TRANSFORMER_DEFAULTS and GRU_DEFAULTS.
+    """
 
     corpus: list[str] = field(default_factory=list)
     out: str = "model"
-    encoder: str = "uni"
-    hidden: int = 1000
+    objective: str = "qt"
+    encoder: str | None = None
+    hidden: int | None = None
     word_dim: int = 300
     vocab_size: int = 50_000
     max_len: int = 50
@@ -91,12 +121,41 @@ class TrainConfig:
     val_blocks: int = 50
     checkpoint_every: int = 1000
     log_every: int = 20
+    layers: int = 4  # transformer
+    heads: int = 8  # transformer
+    warmup_steps: int | None = None
+    lr_schedule: str | None = None
+    fastsent_ae: bool = False
+    word_dropout: float = 0.1  # SDAE p0
+    swap_prob: float = 0.1  # SDAE px
+
+    def __post_init__(self) -> None:
+        if self.encoder is None and self.objective in OBJECTIVE_ENCODERS:
+            self.encoder = OBJECTIVE_ENCODERS[self.objective][0]
+        defaults = TRANSFORMER_DEFAULTS if self.encoder == "transformer" else GRU_DEFAULTS
+        for name, value in defaults.items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
 
     def check(self) -> None:
-        if self.encoder not in ENCODERS:
+        if self.objective not in OBJECTIVE_ENCODERS:
             raise UsageError(
-                f"--encoder must be one of {', '.join(ENCODERS)}, not {self.encoder!r}"
+                f"--objective must be one of {', '.join(OBJECTIVE_ENCODERS)}, "
+                f"not {self.objective!r}"
             )
+        allowed = OBJECTIVE_ENCODERS[self.objective]
+        if self.encoder not in allowed:
+            raise UsageError(
+                f"--encoder for --objective {self.objective} must be one of "
+                f"{', '.join(allowed)}, not {self.encoder!r}"
+            )
+        if self.lr_schedule not in SCHEDULES:
+            raise UsageError(f"--lr-schedule must be one of {', '.join(SCHEDULES)}")
+        for name in ("word_dropout", "swap_prob"):
+            if not 0 <= getattr(self, name) < 1:
+                raise UsageError(f"--{name.replace('_', '-')} must be in [0, 1)")
+        if self.warmup_steps < 0:
+            raise UsageError("--warmup-steps must be 0 or more")
         if self.context < 3 or self.context % 2 == 0:
             raise UsageError("--context must be an odd number ≥ 3 (3 = previous and next sentence)")
         for name in (
@@ -110,6 +169,8 @@ class TrainConfig:
             "val_blocks",
             "checkpoint_every",
             "log_every",
+            "layers",
+            "heads",
         ):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
@@ -119,6 +180,8 @@ class TrainConfig:
             raise UsageError("--max-steps must be at least 1")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise UsageError("--lr must be a positive number")
+        if self.encoder == "transformer" and self.hidden % self.heads:
+            raise UsageError("--heads must divide --hidden (the transformer's d_model)")
 
     def encoder_config(self, vocab_len: int) -> EncoderConfig:
         return EncoderConfig(
@@ -127,6 +190,17 @@ class TrainConfig:
             word_dim=self.word_dim,
             hidden=self.hidden,
             max_len=self.max_len,
+            objective=self.objective,
+            layers=self.layers,
+            heads=self.heads,
+        )
+
+    def objective_options(self) -> ObjectiveOptions:
+        return ObjectiveOptions(
+            context=self.context,
+            autoencode=self.fastsent_ae,
+            word_dropout=self.word_dropout,
+            swap_prob=self.swap_prob,
         )
 
 
@@ -137,6 +211,8 @@ class TrainResult:
     val_accuracy: float
     chance: float
     seconds: float
+    metric: str = "context accuracy"  # what val_accuracy measures
+    baseline: str = "chance"  # what `chance` is
 
 
 class Trainer:
@@ -202,7 +278,10 @@ class Trainer:
     # ----- model ------------------------------------------------------------------------
     def build_model(self) -> None:
         torch.manual_seed(self.cfg.seed)
-        self.model = QuickThoughts(self.cfg.encoder_config(len(self.data.vocab)))
+        self.model = build_model(self.cfg.encoder_config(len(self.data.vocab)))
+        self.objective_options = self.cfg.objective_options()
+        if self.cfg.objective == "fastsent":
+            self.model.set_word_frequencies(torch.from_numpy(self.train_word_counts()))
         if self.cfg.encoder == "mc":
             matrix, coverage = glove_matrix(self.data.vocab.words)
             self.model.set_frozen_vectors(torch.from_numpy(matrix))
@@ -210,6 +289,30 @@ class Trainer:
         self.model.to(self.device)
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optim = torch.optim.Adam(params, lr=self.cfg.lr)
+
+    def stats(self, block: int, noise_seed: list[int]) -> BatchStats:
+        """The objective on one block; `noise_seed` fixes any random noise (SDAE)."""
+        ids, lengths, docs = self._batch(block)
+        rng = np.random.default_rng(noise_seed)
+        with self._autocast():
+            return self.model.objective(ids, lengths, docs, self.objective_options, rng)
+
+    def set_lr(self, step: int) -> float:
+        """The learning rate of update number `step` (1-based), set on the optimiser."""
+        cfg = self.cfg
+        lr = cfg.lr * lr_factor(step, cfg.warmup_steps, cfg.lr_schedule, self.total_steps)
+        for group in self.optim.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def train_word_counts(self) -> np.ndarray:
+        """How often each vocabulary id occurs in the training blocks (validation left out)."""
+        b = self.cfg.batch_size
+        counts = np.zeros(len(self.data.vocab), dtype=np.int64)
+        for block in self.train_blocks:
+            lo, hi = self.data.offsets[block * b], self.data.offsets[(block + 1) * b]
+            counts += np.bincount(self.data.ids[lo:hi], minlength=len(counts))
+        return counts
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.amp is None:
@@ -268,11 +371,17 @@ class Trainer:
         if state["signature"] != self.data.meta["signature"]:
             raise UsageError("--resume needs the same corpus and options as the interrupted run")
         old = state["config"]
-        for key in ("encoder", "hidden", "word_dim", "context", "batch_size", "seed", "lr"):
-            if old.get(key) != getattr(self.cfg, key):
+        for key in (
+            "objective", "encoder", "hidden", "word_dim", "context", "batch_size", "seed", "lr",
+            "layers", "heads", "warmup_steps", "lr_schedule", "fastsent_ae", "word_dropout",
+            "swap_prob",
+        ):
+            # a checkpoint older than an option was trained with the option's QT default
+            before = old.get(key, getattr(TrainConfig(), key))
+            if before != getattr(self.cfg, key):
                 raise UsageError(
                     f"--resume: --{key.replace('_', '-')} differs from the checkpoint "
-                    f"({old.get(key)} there, {getattr(self.cfg, key)} now)"
+                    f"({before} there, {getattr(self.cfg, key)} now)"
                 )
         try:
             self.model.load_state_dict(
@@ -310,11 +419,10 @@ class Trainer:
     def validate(self) -> dict[str, float]:
         self.model.eval()
         loss = correct = rows = chance = 0.0
-        with torch.no_grad(), self._autocast():
+        with torch.no_grad():
             for block in self.val_blocks:
-                ids, lengths, docs = self._batch(int(block))
-                f, g = self.model(ids, lengths)
-                st = qt_loss(f, g, docs, self.cfg.context)
+                # the same noise at every validation, so the metric is comparable along the run
+                st = self.stats(int(block), [self.cfg.seed, int(block), 1])
                 loss += float(st.loss) * st.rows
                 correct += st.correct
                 rows += st.rows
@@ -371,16 +479,14 @@ class Trainer:
             task = prog.add_task("training", total=self.total_steps, completed=step, info="")
             try:
                 while step < self.total_steps:
-                    ids, lengths, docs = self._batch(self.block_at(step))
-                    with self._autocast():
-                        f, g = self.model(ids, lengths)
-                    st = qt_loss(f, g, docs, cfg.context)
+                    lr = self.set_lr(step + 1)
+                    st = self.stats(self.block_at(step), [cfg.seed, step, 0])
                     self.optim.zero_grad(set_to_none=True)
                     st.loss.backward()
                     torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm)
                     self.optim.step()
                     step += 1
-                    seen += ids.shape[0]
+                    seen += cfg.batch_size
                     window.append((float(st.loss.detach()), st.correct, st.rows))
                     if step % cfg.log_every == 0 or step == self.total_steps:
                         rate = seen / max(time.time() - t_start, 1e-9)
@@ -394,6 +500,7 @@ class Trainer:
                                 "loss": loss,
                                 "train_accuracy": acc,
                                 "sentences_per_s": rate,
+                                "lr": lr,
                             }
                         )
                         info = f"loss {loss:.3f} acc {acc:.3f} {rate:,.0f} sent/s"
@@ -403,8 +510,9 @@ class Trainer:
                         last = self.validate()
                         self._log({"step": step, **last})
                         self._plain(
-                            f"step {step:,} validation accuracy {last['val_accuracy']:.4f} "
-                            f"(chance {last['chance']:.4f}) loss {last['val_loss']:.4f}"
+                            f"step {step:,} validation {self.model.metric} "
+                            f"{last['val_accuracy']:.4f} ({self.model.baseline} "
+                            f"{last['chance']:.4f}) loss {last['val_loss']:.4f}"
                         )
                     if step % cfg.checkpoint_every == 0 or step == self.total_steps:
                         self.save_checkpoint(step)
@@ -418,10 +526,11 @@ class Trainer:
         if last is None:
             last = self.validate()
         return TrainResult(
-            self.out, step, last["val_accuracy"], last["chance"], time.time() - t_start
+            self.out, step, last["val_accuracy"], last["chance"], time.time() - t_start,
+            self.model.metric, self.model.baseline,
         )
 
 
 def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> TrainResult:
-    """Train a Quick-Thoughts model into `config.out` (a model folder) and return its metrics."""
+    """Train a model (QT, FastSent or SDAE) into `config.out` (a model folder); its metrics."""
     return Trainer(config, progress=progress).run(resume=resume)

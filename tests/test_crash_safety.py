@@ -132,7 +132,7 @@ TRAIN_KILLS = [
     # while tokenising, before any checkpoint: --resume has nothing; a plain rerun starts over
     ("tokenising", "qtsearch.text.token_corpus:tokenize", "after", 300, "", "rerun"),
     # between two checkpoints (qt_loss runs once per step and once per validation)
-    ("mid-way", "qtsearch.training:qt_loss", "before", 9, "", "resume"),
+    ("mid-way", "qtsearch.models.encoders:qt_loss", "before", 9, "", "resume"),
     # inside the 2nd checkpoint write: tensors written to checkpoint.tmp, state.json not yet
     ("checkpoint-write", "qtsearch.training:save_file", "after", 2, "", "resume"),
     # the 2nd checkpoint complete in checkpoint.tmp, the old one removed, the rename not done

@@ -7,7 +7,8 @@ import importlib
 import typer
 
 #: Command modules in the order they appear in `qtsearch --help`.
-MODULES = ("demo", "train", "info", "index", "query", "evaluate", "bench")
+MODULES = ("demo", "train", "train_nli", "train_multitask", "info", "index", "query", "evaluate",
+           "bench")
 
 
 def register_all(app: typer.Typer) -> None:

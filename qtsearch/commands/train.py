@@ -1,4 +1,4 @@
-"""`qtsearch train`: learn a Quick-Thoughts encoder from ordered text."""
+"""`qtsearch train`: learn a sentence encoder (Quick-Thoughts, FastSent, SDAE) from ordered text."""
 
 from __future__ import annotations
 
@@ -9,27 +9,55 @@ import typer
 from qtsearch.commands.common import err, out
 from qtsearch.training import TrainConfig, Trainer
 
-HELP = """Train a Quick-Thoughts sentence encoder on text in reading order.
+HELP = """Train a sentence encoder on text in reading order.
 
 CORPUS is one or more files or folders (plain or .gz): one sentence per line with a blank line
 between documents, or running text with --split-sentences. The model folder (--out) gets
 config.json, vocab.json, weights.safetensors and metrics.jsonl; Ctrl-C saves a checkpoint that
---resume continues exactly."""
+--resume continues exactly.
+
+Objectives: qt (Quick-Thoughts: pick the neighbouring sentences among the batch; encoders uni,
+bi, bow, mc or transformer), fastsent (sum of word vectors predicting the words of the previous
+and next sentences; --fastsent-ae also its own words) and sdae (a GRU encoder reads the sentence
+with words dropped and bigrams swapped, a GRU decoder rebuilds it; use a small --batch-size such
+as 64, its softmax runs over every token). The transformer defaults to d_model (--hidden) 512,
+4 layers, 8 heads, pre-layer-norm, learned positions, mean pooling, and 1000 warm-up steps
+followed by an inverse-square-root decay."""
 
 
 def train(
     corpus: list[Path] = typer.Argument(..., help="Text files or folders (plain or .gz)."),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Model folder to write."),
-    encoder: str = typer.Option(
-        "uni", help="uni | bi | bow | mc (MC-QT: frozen GloVe ⊕ trainable)."
+    objective: str = typer.Option("qt", help="qt | fastsent | sdae."),
+    encoder: str | None = typer.Option(
+        None,
+        help="qt: uni (default) | bi | bow | mc (MC-QT: frozen GloVe ⊕ trainable) | "
+        "transformer; sdae: uni (default) | bi; fastsent: bow (the only one).",
     ),
-    hidden: int = typer.Option(1000, help="GRU hidden size per direction."),
+    hidden: int | None = typer.Option(
+        None, help="GRU hidden size per direction (default 1000); transformer d_model (512)."
+    ),
+    layers: int = typer.Option(4, help="Transformer layers."),
+    heads: int = typer.Option(8, help="Transformer attention heads (must divide --hidden)."),
     word_dim: int = typer.Option(300, help="Trainable word-embedding size."),
     vocab_size: int = typer.Option(50_000, help="Most frequent words kept (plus <pad>, <unk>)."),
     max_len: int = typer.Option(50, help="Tokens kept per sentence (longer ones are truncated)."),
     context: int = typer.Option(3, help="Context window: 3 = previous and next sentence, 5 = ±2…"),
     batch_size: int = typer.Option(400, help="Contiguous sentences per batch (the candidates)."),
-    lr: float = typer.Option(5e-4, help="Adam learning rate."),
+    lr: float = typer.Option(5e-4, help="Adam learning rate (the peak, after any warm-up)."),
+    warmup_steps: int | None = typer.Option(
+        None, help="Linear learning-rate warm-up steps (default 0; transformer 1000)."
+    ),
+    lr_schedule: str | None = typer.Option(
+        None,
+        help="After the warm-up: constant (default) | inverse-sqrt (transformer default) | "
+        "linear (to 0 at the last step).",
+    ),
+    fastsent_ae: bool = typer.Option(
+        False, "--fastsent-ae", help="FastSent+AE: also predict the sentence's own words."
+    ),
+    word_dropout: float = typer.Option(0.1, help="SDAE noise: word deletion probability p0."),
+    swap_prob: float = typer.Option(0.1, help="SDAE noise: bigram swap probability px."),
     epochs: int = typer.Option(1, help="Passes over the training blocks."),
     max_steps: int | None = typer.Option(
         None, help="Stop after this many steps (overrides --epochs)."
@@ -52,14 +80,22 @@ def train(
     config = TrainConfig(
         corpus=[str(p) for p in corpus],
         out=str(out_dir),
+        objective=objective,
         encoder=encoder,
         hidden=hidden,
+        layers=layers,
+        heads=heads,
         word_dim=word_dim,
         vocab_size=vocab_size,
         max_len=max_len,
         context=context,
         batch_size=batch_size,
         lr=lr,
+        warmup_steps=warmup_steps,
+        lr_schedule=lr_schedule,
+        fastsent_ae=fastsent_ae,
+        word_dropout=word_dropout,
+        swap_prob=swap_prob,
         epochs=epochs,
         max_steps=max_steps,
         device=device,
@@ -72,7 +108,8 @@ def train(
     result = Trainer(config, progress=not quiet, console=err).run(resume=resume)
     out.print(
         f"trained {result.steps:,} steps in {result.seconds:,.0f} s → {result.out}\n"
-        f"validation context accuracy {result.val_accuracy:.3f} (chance {result.chance:.3f})"
+        f"validation {result.metric} {result.val_accuracy:.3f} "
+        f"({result.baseline} {result.chance:.3f})"
     )
 
 

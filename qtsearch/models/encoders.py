@@ -8,24 +8,33 @@ row reversed within its own length, so padding never leaks into a sentence's vec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
-ENCODERS = ("uni", "bi", "bow", "mc")
+from qtsearch.models.objective import BatchStats, ObjectiveOptions, qt_loss
 
 
 @dataclass
 class EncoderConfig:
-    """Architecture of one encoder (f and g share it)."""
+    """Architecture of one model (for QT, f and g share it); saved in the model's config.json.
+
+    Fields added after the first release have defaults that rebuild older models unchanged.
+    """
 
     encoder: str = "uni"
     vocab_size: int = 50_002  # including <pad> and <unk>
     word_dim: int = 300
-    hidden: int = 1000  # per direction
+    hidden: int = 1000  # per direction; the transformer's d_model
     max_len: int = 50
     glove_dim: int = 50  # mc only
+    objective: str = "qt"  # the model class: a key of folder.MODELS
+    layers: int = 4  # transformer only
+    heads: int = 8  # transformer only
+    dropout: float = 0.1  # transformer only
 
 
 def init_embedding(emb: nn.Embedding) -> None:
@@ -61,16 +70,30 @@ def last_state(out: Tensor, lengths: Tensor) -> Tensor:
     return out[torch.arange(out.shape[0], device=out.device), lengths - 1]
 
 
+def read_in_length_groups(
+    read: Callable[[Tensor, Tensor], Tensor], x: Tensor, lengths: Tensor, group: int
+) -> Tensor:
+    """`read(x, lengths)` over groups of `group` rows of similar length, each cut to its own
+    longest row, results back in input order: far less padding than one batch-wide length."""
+    if x.shape[0] <= group:
+        return read(x[:, : int(lengths.max())], lengths)
+    order = torch.argsort(lengths, descending=True)
+    parts = []
+    for rows in order.split(group):
+        sub = lengths[rows]
+        parts.append(read(x[rows, : int(sub.max())], sub))
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(len(order), device=order.device)
+    return torch.cat(parts)[inverse]
+
+
 class RNNReader(nn.Module):
     """A uni- or bi-directional GRU over word vectors that returns final states.
 
     A large batch of mixed lengths (a training batch of contiguous sentences) is read in groups
-    of similar length, each padded only to its own longest sentence: far fewer wasted steps than
-    padding all rows to the longest sentence of the batch.
+    of similar length (`read_in_length_groups`).
     """
 
-    #: Rows per GRU call on the CPU. A GPU steps all rows of a call in parallel, so there the
-    #: whole batch is one call: groups would only add sequential steps.
     group = 128
 
     def __init__(self, in_dim: int, hidden: int, bidirectional: bool):
@@ -84,17 +107,8 @@ class RNNReader(nn.Module):
         self.out_dim = hidden * (2 if bidirectional else 1)
 
     def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
-        group = self.group if x.is_cpu else x.shape[0]
-        if x.shape[0] <= group:
-            return self._read(x[:, : int(lengths.max())], lengths)
-        order = torch.argsort(lengths, descending=True)
-        parts = []
-        for rows in order.split(group):
-            sub = lengths[rows]
-            parts.append(self._read(x[rows, : int(sub.max())], sub))
-        inverse = torch.empty_like(order)
-        inverse[order] = torch.arange(len(order), device=order.device)
-        return torch.cat(parts)[inverse]
+        group = self.group if x.is_cpu else x.shape[0]  # a GPU steps all rows at once
+        return read_in_length_groups(self._read, x, lengths, group)
 
     def _read(self, x: Tensor, lengths: Tensor) -> Tensor:
         h = last_state(self.fwd(x)[0], lengths)
@@ -151,14 +165,64 @@ class MCEncoder(nn.Module):
         return torch.cat([a, b], dim=-1)
 
 
+class TransformerEncoder(nn.Module):
+    """Pre-layer-norm Transformer (d_model = hidden, GELU, feed-forward 4 × d_model).
+
+    Word vectors (projected to d_model when word_dim differs) plus learned positions; padded
+    keys are masked out of attention and the sentence vector is the mean of the final layer over
+    the real tokens: the vocabulary has no [CLS] token to pool from, and a mean is exactly
+    independent of how much padding the batch adds. Read in groups of similar length like the GRUs.
+    """
+
+    group = 128
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        d = cfg.hidden
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.word_dim, padding_idx=0)
+        init_embedding(self.embed)
+        self.proj: nn.Module = nn.Linear(cfg.word_dim, d) if cfg.word_dim != d else nn.Identity()
+        self.pos = nn.Parameter(torch.empty(cfg.max_len, d))
+        nn.init.normal_(self.pos, std=0.02)
+        self.drop = nn.Dropout(cfg.dropout)
+        layer = nn.TransformerEncoderLayer(
+            d, cfg.heads, 4 * d, cfg.dropout, activation="gelu", batch_first=True, norm_first=True
+        )
+        final = nn.LayerNorm(d)
+        # the final norm's gain starts at d^-1/2: outputs of length ~1 like the GRUs' states,
+        # so the first f·g scores are O(1) instead of O(d) and the softmax starts unsaturated
+        nn.init.constant_(final.weight, d**-0.5)
+        self.blocks = nn.TransformerEncoder(
+            layer, cfg.layers, norm=final, enable_nested_tensor=False
+        )
+        self.out_dim = d
+
+    def forward(self, ids: Tensor, lengths: Tensor) -> Tensor:
+        return read_in_length_groups(self._read, ids, lengths, self.group)
+
+    def _read(self, ids: Tensor, lengths: Tensor) -> Tensor:
+        t = ids.shape[1]
+        pad = torch.arange(t, device=ids.device)[None, :] >= lengths[:, None]
+        x = self.drop(self.proj(self.embed(ids)) + self.pos[:t])
+        h = self.blocks(x, src_key_padding_mask=pad)
+        h = h.masked_fill(pad[:, :, None], 0.0)  # fast paths may leave anything at padding
+        return h.sum(dim=1) / lengths[:, None].to(h.dtype)
+
+
+# name → class built from an EncoderConfig; the class sets `out_dim`
+ENCODERS: dict[str, type[nn.Module]] = {
+    "uni": GRUEncoder,
+    "bi": GRUEncoder,
+    "bow": BowEncoder,
+    "mc": MCEncoder,
+    "transformer": TransformerEncoder,
+}
+
+
 def build_encoder(cfg: EncoderConfig) -> nn.Module:
-    if cfg.encoder in ("uni", "bi"):
-        return GRUEncoder(cfg)
-    if cfg.encoder == "bow":
-        return BowEncoder(cfg)
-    if cfg.encoder == "mc":
-        return MCEncoder(cfg)
-    raise ValueError(f"unknown encoder {cfg.encoder!r}; choose one of {', '.join(ENCODERS)}")
+    if cfg.encoder not in ENCODERS:
+        raise ValueError(f"unknown encoder {cfg.encoder!r}; choose one of {', '.join(ENCODERS)}")
+    return ENCODERS[cfg.encoder](cfg)
 
 
 class QuickThoughts(nn.Module):
@@ -171,8 +235,18 @@ class QuickThoughts(nn.Module):
         self.g = build_encoder(cfg)
         self.dim = self.f.out_dim + self.g.out_dim
 
+    metric = "context accuracy"
+    baseline = "chance"
+
     def forward(self, ids: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         return self.f(ids, lengths), self.g(ids, lengths)
+
+    def objective(
+        self, ids: Tensor, lengths: Tensor, docs: Tensor, opts: ObjectiveOptions,
+        rng: np.random.Generator,
+    ) -> BatchStats:
+        f, g = self(ids, lengths)
+        return qt_loss(f, g, docs, opts.context)
 
     def embed(self, ids: Tensor, lengths: Tensor) -> Tensor:
         return torch.cat(self.forward(ids, lengths), dim=-1)

@@ -16,10 +16,14 @@ from typing import Any
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+from torch import nn
 
 from qtsearch.errors import ModelError
 from qtsearch.jsonconfig import write_json_atomic
-from qtsearch.models.encoders import ENCODERS, EncoderConfig, QuickThoughts
+from qtsearch.models.encoders import EncoderConfig, QuickThoughts
+from qtsearch.models.fastsent import FastSent
+from qtsearch.models.infersent import InferSent
+from qtsearch.models.sdae import SDAE
 from qtsearch.text.vocab import Vocab
 
 FORMAT = "qtsearch-model"
@@ -31,11 +35,22 @@ CONFIG, VOCAB, WEIGHTS, METRICS = (
 )
 
 
+# EncoderConfig.objective → the model class. A model class is built from an EncoderConfig and
+# has `cfg`, `dim` and `embed(ids, lengths) → [B, dim]` (what encoding needs); trained by the QT
+# trainer it also has `objective(ids, lengths, docs, opts, rng) → BatchStats`, `metric`, `baseline`.
+MODELS: dict[str, type[nn.Module]] = {"qt": QuickThoughts, "fastsent": FastSent, "sdae": SDAE}
+MODELS |= {"nli": InferSent, "multitask": InferSent}  # nli_training, multitask_training
+
+
+def build_model(cfg: EncoderConfig) -> nn.Module:
+    return MODELS[cfg.objective](cfg)
+
+
 def is_model_folder(path: Path) -> bool:
     return (Path(path) / CONFIG).is_file() and (Path(path) / WEIGHTS).exists()
 
 
-def save_weights(path: Path, model: QuickThoughts, dtype: torch.dtype = torch.float32) -> None:
+def save_weights(path: Path, model: nn.Module, dtype: torch.dtype = torch.float32) -> None:
     tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in model.state_dict().items()}
     tmp = path.with_name(path.name + ".tmp")
     save_file(tensors, str(tmp), metadata={"format": FORMAT})
@@ -44,7 +59,7 @@ def save_weights(path: Path, model: QuickThoughts, dtype: torch.dtype = torch.fl
 
 def save_model(
     folder: Path,
-    model: QuickThoughts,
+    model: nn.Module,
     vocab: Vocab,
     train_config: dict[str, Any] | None = None,
     dtype: torch.dtype = torch.float32,
@@ -79,12 +94,12 @@ def encoder_config(config: dict[str, Any]) -> EncoderConfig:
     names = {f.name for f in dataclasses.fields(EncoderConfig)}
     enc = config.get("encoder") or {}
     cfg = EncoderConfig(**{k: v for k, v in enc.items() if k in names})
-    if cfg.encoder not in ENCODERS:
-        raise ModelError(f"unknown encoder {cfg.encoder!r} in model config")
-    return cfg
+    if cfg.objective not in MODELS:
+        raise ModelError(f"unknown objective {cfg.objective!r} in model config")
+    return cfg  # an unknown encoder name fails in build_model (FastSent reads none)
 
 
-def load_model(folder: Path) -> tuple[QuickThoughts, Vocab, dict[str, Any]]:
+def load_model(folder: Path) -> tuple[nn.Module, Vocab, dict[str, Any]]:
     """Rebuild the model from its folder (fp32, eval mode), refusing anything but safetensors."""
     folder = Path(folder)
     config = read_config(folder)
@@ -101,7 +116,10 @@ def load_model(folder: Path) -> tuple[QuickThoughts, Vocab, dict[str, Any]]:
         state = load_file(str(weights))
     except (SafetensorError, OSError, ValueError) as e:
         raise ModelError(f"{weights}: not a valid safetensors file ({e})") from e
-    model = QuickThoughts(cfg)
+    try:
+        model = build_model(cfg)
+    except (ValueError, TypeError, RuntimeError, AssertionError) as e:  # e.g. heads ∤ hidden
+        raise ModelError(f"{folder}: the config describes no valid model ({e})") from e
     try:
         model.load_state_dict({k: v.float() for k, v in state.items()})
     except RuntimeError as e:

@@ -1,8 +1,10 @@
-"""The Quick-Thoughts objective over a batch of contiguous sentences.
+"""Training objectives over a batch of contiguous sentences, and what they share.
 
-scores[i, j] = f(s_i)·g(s_j), the diagonal masked to −inf; the target distribution of row i is
-uniform over its neighbours within the context window that lie in the same document; rows with
-no neighbour (a one-sentence document) are left out of the loss and of the accuracy.
+Quick-Thoughts: scores[i, j] = f(s_i)·g(s_j), the diagonal masked to −inf; the target
+distribution of row i is uniform over its neighbours within the context window that lie in the
+same document; rows with no neighbour (a one-sentence document) are left out of the loss and of
+the accuracy. FastSent and the SDAE (models/fastsent.py, models/sdae.py) predict words with a
+softmax over the vocabulary and report through `word_prediction_stats`.
 """
 
 from __future__ import annotations
@@ -24,11 +26,37 @@ def neighbour_mask(docs: Tensor, context: int) -> Tensor:
 
 
 @dataclass
+class ObjectiveOptions:
+    """Training options that shape the loss but not the model (kept out of EncoderConfig)."""
+
+    context: int = 3  # QT and FastSent: 3 = previous and next sentence
+    autoencode: bool = False  # FastSent+AE: also predict the sentence's own words
+    word_dropout: float = 0.1  # SDAE noise p0
+    swap_prob: float = 0.1  # SDAE noise px
+
+
+@dataclass
 class BatchStats:
-    loss: Tensor  # mean over rows with neighbours (a graph-connected scalar)
-    correct: int  # rows whose arg-max is a true neighbour
-    rows: int  # rows with at least one neighbour
-    chance: float  # sum over rows of P(random non-self pick is a neighbour)
+    loss: Tensor  # mean over rows (a graph-connected scalar)
+    correct: int  # QT: rows whose arg-max is a true neighbour; words: predicted target words
+    rows: int  # QT: rows with at least one neighbour; words: target words
+    chance: float  # sum over rows of the success probability of a baseline that ignores input
+
+
+def word_prediction_stats(logp: Tensor, rows: Tensor, targets: Tensor, k: int) -> BatchStats:
+    """Word `targets[n]` predicted by log-probability row `logp[rows[n]]` ([R, V], fp32).
+
+    Loss: mean negative log-likelihood per target word. A hit: the target is among the row's k
+    most likely words. The baseline always names the k most frequent words (ids 2 … k+1, since
+    the vocabulary is sorted by frequency after <pad> and <unk>).
+    """
+    picked = logp[rows, targets]
+    loss = -picked.mean() if len(targets) else logp.new_zeros(())
+    with torch.no_grad():
+        kth = logp.topk(k, dim=1).values[:, -1]
+        correct = int((picked >= kth[rows]).sum())
+        chance = float(((targets >= 2) & (targets < 2 + k)).sum())
+    return BatchStats(loss=loss, correct=correct, rows=len(targets), chance=chance)
 
 
 def qt_loss(f: Tensor, g: Tensor, docs: Tensor, context: int = 3) -> BatchStats:
