@@ -8,9 +8,11 @@ similarity to the query (approximate for quantised index types).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +70,13 @@ class Hit(Record):
         """The JSON shape scripts rely on: id, score, text, source, line, doc, position."""
         d = dataclasses.asdict(self)
         return {"id": d.pop("id"), "score": d.pop("score"), **d}
+
+
+def _read_through(path: Path, chunk: int = 1 << 26) -> None:
+    """Read a file once, discarding the bytes, to pull it into the OS page cache."""
+    with contextlib.suppress(OSError), open(path, "rb", buffering=0) as fh:
+        while fh.read(chunk):
+            pass
 
 
 def _normalise(v: np.ndarray) -> np.ndarray:
@@ -281,11 +290,23 @@ class Index:
         (record,) = self.get([id])
         return [Record(**row) for row in self.store.context(record.doc, record.position, window)]
 
-    def warm_up(self) -> None:
+    def warm_up(self, wait: bool = False) -> None:
         """Run one throw-away query: torch and faiss initialise lazily, and the first real
-        query would otherwise pay for it (hundreds of milliseconds)."""
+        query would otherwise pay for it (hundreds of milliseconds). Then read the metadata
+        store, and the memory-mapped index file where it is searched by random access (HNSW,
+        IVF, SQ), once in a background thread (`wait`: until done), so later queries find
+        their pages in RAM: on a cold 1M-sentence HNSW index a query took ~90 ms of page
+        faults instead of 2 ms."""
         vector = self.encoder.encode(["warm up"], normalize=True)
         self.faiss_index.search(vector, 1)
+        files = [self.path / META_FILE]
+        if self.index_type != "flat":  # a flat index is read whole by every query anyway
+            files.append(self.path / INDEX_FILE)
+        reader = threading.Thread(target=lambda: [_read_through(f) for f in files],
+                                  name="qtsearch-warm-up", daemon=True)
+        reader.start()
+        if wait:
+            reader.join()
 
     def describe(self) -> str:
         """One line for humans: size, index type, parameters and model."""

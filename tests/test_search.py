@@ -236,6 +236,22 @@ def test_every_index_type_answers_close_to_exact(index_type, tmp_path_factory, s
     assert recall >= 0.8
 
 
+def test_warm_up_reads_a_graph_index_through(tmp_path_factory, shared_data, tiny_model,
+                                             monkeypatch):
+    """HNSW: warm-up reads the metadata and the mapped index file once (into the page cache)."""
+    import qtsearch.search as search
+
+    folder = small_index(tmp_path_factory, shared_data, tiny_model, "hnsw")
+    read: list[int] = []
+    real = search._read_through
+    monkeypatch.setattr(search, "_read_through",
+                        lambda path: read.append(path.stat().st_size) or real(path))
+    with Index.open(folder) as idx:
+        idx.warm_up(wait=True)
+        assert read == [(folder / name).stat().st_size for name in ("meta.sqlite", "index.faiss")]
+        assert idx.search(QUERIES[:1], k=3)[0]
+
+
 def test_search_parameters_can_be_overridden(tmp_path_factory, shared_data, tiny_model):
     import faiss
 
