@@ -20,6 +20,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from qtsearch.embed import l2_normalize
 from qtsearch.errors import ModelError
 from qtsearch.text.tokenizer import tokenize
 
@@ -51,12 +52,6 @@ def cache_dir(*parts: str) -> Path:
     path = root.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def l2_normalize(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length in place (all-zero rows stay zero)."""
-    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-    return x
 
 
 class GloveBow:

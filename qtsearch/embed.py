@@ -90,7 +90,7 @@ class Encoder:
             out = small.embed([list(x) for x in ids])
             if progress:
                 progress(len(ids))
-            return _normalized(out) if normalize else out
+            return l2_normalize(out) if normalize else out
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         order = np.argsort([len(x) for x in ids], kind="stable")
         autocast = (
@@ -112,7 +112,7 @@ class Encoder:
                 out[rows] = vec.float().cpu().numpy()
                 if progress:
                     progress(len(rows))
-        return _normalized(out) if normalize else out
+        return l2_normalize(out) if normalize else out
 
     @cached_property
     def _small_batches(self) -> SmallBatchEncoder | None:
@@ -122,8 +122,10 @@ class Encoder:
         return SmallBatchEncoder.for_model(self.model)
 
 
-def _normalized(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length in place (all-zero rows stay zero)."""
+    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return x
 
 
 def load_encoder(

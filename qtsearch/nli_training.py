@@ -22,7 +22,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import math
 import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -47,7 +46,7 @@ from qtsearch.pretrained import glove_matrix, load_glove
 from qtsearch.text.nli import NLIPair, label_counts, read_nli
 from qtsearch.text.tokenizer import tokenize
 from qtsearch.text.vocab import PAD, UNK, Vocab
-from qtsearch.training import Interrupted, _stop_signals_save_checkpoint
+from qtsearch.training import Interrupted, _stop_signals_save_checkpoint, check_run_options
 
 log = logging.getLogger("qtsearch")
 
@@ -86,20 +85,14 @@ class NLITrainConfig:
     def check(self) -> None:
         if not self.train:
             raise UsageError("give at least one NLI training file")
-        for name in ("hidden", "fc_dim", "max_len", "batch_size", "epochs", "val_every",
-                     "checkpoint_every", "log_every"):
-            if getattr(self, name) < 1:
-                raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+        check_run_options(self, ("hidden", "fc_dim", "max_len", "batch_size", "epochs",
+                                 "val_every", "checkpoint_every", "log_every"))
         if self.word_dim < 0 or self.glove_words < 0:
             raise UsageError("--word-dim and --glove-words must be 0 or more")
         if not 0 < self.valid_fraction < 1:
             raise UsageError("--valid-fraction must be between 0 and 1")
         if not 0 <= self.dropout < 1:
             raise UsageError("--dropout must be in [0, 1)")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise UsageError("--max-steps must be at least 1")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise UsageError("--lr must be a positive number")
 
 
 # ----- data ---------------------------------------------------------------------------------

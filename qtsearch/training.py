@@ -19,7 +19,7 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +91,18 @@ def lr_factor(step: int, warmup: int, schedule: str, total: int) -> float:
     return 1.0
 
 
+def check_run_options(config: Any, at_least_one: Sequence[str]) -> None:
+    """The checks every trainer's config shares: counts of at least 1, an optional positive
+    --max-steps and a positive finite --lr (one UsageError line each)."""
+    for name in at_least_one:
+        if getattr(config, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if config.max_steps is not None and config.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+    if not (config.lr > 0 and math.isfinite(config.lr)):
+        raise UsageError("--lr must be a positive number")
+
+
 @dataclass
 class TrainConfig:
     """Everything that defines a training run; saved in the model's config.json.
@@ -158,28 +170,11 @@ class TrainConfig:
             raise UsageError("--warmup-steps must be 0 or more")
         if self.context < 3 or self.context % 2 == 0:
             raise UsageError("--context must be an odd number ≥ 3 (3 = previous and next sentence)")
-        for name in (
-            "hidden",
-            "word_dim",
-            "vocab_size",
-            "max_len",
-            "batch_size",
-            "epochs",
-            "val_every",
-            "val_blocks",
-            "checkpoint_every",
-            "log_every",
-            "layers",
-            "heads",
-        ):
-            if getattr(self, name) < 1:
-                raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+        check_run_options(self, ("hidden", "word_dim", "vocab_size", "max_len", "batch_size",
+                                 "epochs", "val_every", "val_blocks", "checkpoint_every",
+                                 "log_every", "layers", "heads"))
         if self.batch_size < self.context:
             raise UsageError("--batch-size must be larger than --context")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise UsageError("--max-steps must be at least 1")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise UsageError("--lr must be a positive number")
         if self.encoder == "transformer" and self.hidden % self.heads:
             raise UsageError("--heads must divide --hidden (the transformer's d_model)")
 
