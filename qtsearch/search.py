@@ -29,6 +29,7 @@ from qtsearch.index import (
     apply_search_params,
     open_faiss_index,
     read_manifest,
+    threads_for,
 )
 from qtsearch.index.faiss_backend import flat_vectors
 from qtsearch.index.gpu import FlatSearch
@@ -216,7 +217,8 @@ class Index:
         k = self._clamp(k)
         q = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, self.faiss_index.d)
         searcher = self.gpu_search or self.faiss_index
-        scores, ids = searcher.search(q, k)
+        with threads_for(len(q)):
+            scores, ids = searcher.search(q, k)
         rows = self.store.get(np.unique(ids[ids >= 0]).tolist())
         results = []
         for srow, irow in zip(scores, ids, strict=True):
@@ -297,7 +299,8 @@ class Index:
         IVF, SQ), once in a background thread (`wait`: until done), so later queries find
         their pages in RAM: on a cold 1M-sentence HNSW index a query took ~90 ms of page
         faults instead of 2 ms. An HNSW graph's vectors are also touched page by page: the
-        first touch of a mapped page faults even when the file is cached."""
+        first touch of a mapped page faults even when the file is cached. The same thread
+        first computes the query encoder's per-word input projections (Encoder.warm_up)."""
         vector = self.encoder.encode(["warm up"], normalize=True)
         self.faiss_index.search(vector, 1)
         files = [self.path / META_FILE]
@@ -307,6 +310,7 @@ class Index:
         mapped = flat_vectors(graph.storage) if isinstance(graph, faiss.IndexHNSW) else None
 
         def warm() -> None:
+            self.encoder.warm_up()
             for f in files:
                 _read_through(f)
             if mapped is not None:  # map every page of the graph's vectors into this process

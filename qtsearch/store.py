@@ -49,6 +49,9 @@ sentences = Table(
 )
 
 _INSERT = f"INSERT INTO sentences ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+#: How much of a read-only database SQLite may map into memory (address space, not RAM).
+_MMAP_BYTES = 1 << 40
+_SELECT = f"SELECT {', '.join(COLUMNS)} FROM sentences"
 #: Rows per fetch when streaming the table out (Parquet export): bounded memory.
 _CHUNK = 50_000
 #: SQLite limits bound parameters per statement (32766 in modern builds): chunk `IN (...)`.
@@ -72,7 +75,9 @@ def _engine(path: Path, readonly: bool) -> Engine:
     @event.listens_for(engine, "connect")
     def _pragmas(conn: sqlite3.Connection, _record: Any) -> None:
         cur = conn.cursor()
-        if not readonly:
+        if readonly:  # pages read through a memory map, not a read() each: lookups ~1.5x faster
+            cur.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
+        else:
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
         cur.close()
@@ -154,11 +159,14 @@ class MetadataStore:
         """Rows by id (ids not found are simply absent from the result)."""
         wanted = sorted({int(i) for i in ids if int(i) >= 0})
         found: dict[int, dict[str, Any]] = {}
+        # Driver-level statement and plain tuples: a query's 10-row lookup took 0.5 ms
+        # through a Core select() (statement building, row objects), a sixth of that here.
         with self.engine.connect() as conn:
             for s in range(0, len(wanted), _MAX_IN):
                 chunk = wanted[s : s + _MAX_IN]
-                for row in conn.execute(select(sentences).where(sentences.c.id.in_(chunk))):
-                    found[row.id] = dict(row._mapping)
+                sql = f"{_SELECT} WHERE id IN ({', '.join('?' * len(chunk))})"
+                for row in conn.exec_driver_sql(sql, tuple(chunk)):
+                    found[row[0]] = dict(zip(COLUMNS, row, strict=True))
         return found
 
     def context(self, doc: int, position: int, window: int) -> list[dict[str, Any]]:
@@ -176,7 +184,7 @@ class MetadataStore:
         """All rows in id order, `chunk` at a time (keyset pagination: flat memory)."""
         # Driver-level cursor: plain tuples, ~3x faster than Core row objects on 1M rows.
         with self.engine.connect() as conn:
-            cur = conn.exec_driver_sql(f"SELECT {', '.join(COLUMNS)} FROM sentences ORDER BY id")
+            cur = conn.exec_driver_sql(f"{_SELECT} ORDER BY id")
             while rows := cur.fetchmany(chunk):
                 yield rows
 

@@ -1,12 +1,12 @@
-"""The numpy path that encodes queries (qtsearch/models/fused.py) against the torch modules."""
+"""The query path (qtsearch/models/fused.py: numpy + a numba loop) against the torch modules."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from qtsearch.embed import load_encoder
-from qtsearch.models.fused import MAX_BATCH, SmallBatchEncoder
+from qtsearch.embed import SMALL_BATCH, load_encoder
+from qtsearch.models.fused import SmallBatchEncoder
 from qtsearch.text.reader import read_sentences
 
 EMMA = "gutenberg/0003-austen-jane--emma.txt.gz"
@@ -39,12 +39,65 @@ def test_numpy_path_equals_the_torch_modules(shared_data, tiny_model):
 
 
 def test_encoder_uses_it_for_small_fp32_batches_only(shared_data):
-    texts = _sentences(shared_data, MAX_BATCH + 4)
+    texts = _sentences(shared_data, SMALL_BATCH + 4)
     fp32 = load_encoder(None, device="cpu", precision="fp32")
     assert fp32._small_batches is not None
-    small = fp32.encode(texts[:3], normalize=True)  # numpy path
-    large = fp32.encode(texts, normalize=True)  # torch path (more than MAX_BATCH)
+    small = fp32.encode(texts[:3], normalize=True)  # query path
+    large = fp32.encode(texts, normalize=True)  # torch path (more than SMALL_BATCH)
     np.testing.assert_allclose(small, large[:3], atol=1e-5)
     np.testing.assert_allclose(np.linalg.norm(small, axis=1), 1.0, atol=1e-5)
     assert load_encoder(None, device="cpu", precision="bf16")._small_batches is None
     assert fp32.encode([], normalize=True).shape == (0, fp32.dim)
+
+
+def test_word_projections_are_computed_once_and_warm_up_fills_them(shared_data):
+    """Rows computed on first use equal the whole table computed at warm-up; the threaded
+    split of the GRUs gives the same vectors as one thread running them all."""
+    from qtsearch.models import fused
+
+    encoder = load_encoder(None, device="cpu", precision="fp32")
+    ids = [encoder.token_ids(t) for t in _sentences(shared_data, 5)]
+    lazy = SmallBatchEncoder.for_model(encoder.model)
+    first = lazy.embed(ids)
+    table = lazy.projections[0]
+    used = {i for x in ids for i in x}
+    assert set(np.flatnonzero(table.known)) == used | {0}  # the words seen (and the padding)
+    np.testing.assert_array_equal(lazy.embed(ids), first)  # reused rows: same vectors
+
+    warm = SmallBatchEncoder.for_model(encoder.model)
+    warm.warm_up()
+    assert all(p.known.all() for p in warm.projections)
+    rows = sorted(used)
+    np.testing.assert_allclose(warm.projections[0].rows[rows], table.rows[rows], atol=1e-6)
+    np.testing.assert_allclose(warm.embed(ids), first, atol=1e-6)
+
+    lengths = np.array([len(x) for x in ids])
+    padded = np.zeros((len(ids), lengths.max()), dtype=np.int64)
+    for r, x in enumerate(ids):
+        padded[r, : len(x)] = x
+    gi = np.concatenate([p.of(padded) for p in warm.projections], axis=-1)
+    one = np.empty_like(first)
+    fused._final_states(gi, warm.w_hh, warm.b_hh, warm.reverse, lengths, one, 0,
+                        len(warm.w_hh))
+    np.testing.assert_array_equal(warm.embed(ids), one)
+
+
+def test_length_groups_only_where_they_save_padding():
+    """A length-sorted batch is read in one call, a mixed one in groups; same states either
+    way (padding never leaks), in input order."""
+    from qtsearch.models.encoders import read_in_length_groups
+
+    calls: list[int] = []
+
+    def read(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        calls.append(len(x))
+        return x[torch.arange(len(x)), lengths - 1]  # each row's last real step
+
+    x = torch.arange(8 * 50, dtype=torch.float32).reshape(8, 50, 1)
+    similar = torch.tensor([20, 20, 19, 19, 19, 18, 18, 18])
+    mixed = torch.tensor([50, 2, 3, 40, 2, 2, 45, 3])
+    for lengths, expected_calls in ((similar, [8]), (mixed, [4, 4])):
+        calls.clear()
+        got = read_in_length_groups(read, x, lengths, group=4)
+        assert calls == expected_calls
+        torch.testing.assert_close(got, read(x, lengths))

@@ -73,6 +73,29 @@ def test_a_stored_sentence_finds_itself_first(index):
     assert top.score == pytest.approx(1.0, abs=1e-4)
 
 
+def test_a_few_queries_search_on_one_faiss_thread(index, monkeypatch):
+    """A single query runs faiss on one OpenMP thread (its idle twin's spin-wait slowed the
+    next encoding); batches keep every thread; the setting is restored either way."""
+    import faiss
+
+    from qtsearch.index import faiss_backend
+
+    before = faiss.omp_get_max_threads()
+    seen: list[int] = []
+    search = index.faiss_index.search
+
+    def spy(q, k):
+        seen.append(faiss.omp_get_max_threads())
+        return search(q, k)
+
+    monkeypatch.setattr(index.faiss_index, "search", spy)
+    index.search(QUERIES[0], 3)
+    index.search(QUERIES * 2, 3)  # more than FEW_QUERIES
+    assert len(QUERIES * 2) > faiss_backend.FEW_QUERIES
+    assert seen == [1, before]
+    assert faiss.omp_get_max_threads() == before
+
+
 def test_a_bare_string_is_one_query(index):
     assert index.search(QUERIES[0], k=3) == index.search([QUERIES[0]], k=3)
 

@@ -4,7 +4,12 @@ What the query layer needs is re-exported here: `read_manifest`, `open_faiss_ind
 `apply_search_params` (applies the manifest's `index_params`), and the file names.
 """
 
-from qtsearch.index.faiss_backend import apply_search_params, gpu_available, open_faiss_index
+from qtsearch.index.faiss_backend import (
+    apply_search_params,
+    gpu_available,
+    open_faiss_index,
+    threads_for,
+)
 from qtsearch.index.manifest import (
     CONFIG_FILE,
     INDEX_FILE,
@@ -27,5 +32,6 @@ __all__ = [
     "gpu_available",
     "open_faiss_index",
     "read_manifest",
+    "threads_for",
     "write_manifest",
 ]

@@ -61,6 +61,26 @@ def apply_search_params(index: faiss.Index, params: dict[str, Any]) -> None:
                               f"({str(e).splitlines()[-1]})") from e
 
 
+#: Query batches up to this size are searched on one OpenMP thread.
+FEW_QUERIES = 4
+
+
+@contextlib.contextmanager
+def threads_for(n_queries: int):
+    """faiss on one thread for a few queries: its parallel loops run over queries, so a single
+    query gains nothing from a second thread, whose spin-wait afterwards then held the core the
+    next query's encoding needed (1M HNSW: 5.9 → 4.5 ms end to end)."""
+    if n_queries > FEW_QUERIES:
+        yield
+        return
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
 def open_faiss_index(path: str | os.PathLike, mmap: bool = False) -> faiss.Index:
     """Read an index file; IndexError_ with one clear line when it is missing or corrupt.
 

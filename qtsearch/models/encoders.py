@@ -70,16 +70,29 @@ def last_state(out: Tensor, lengths: Tensor) -> Tensor:
     return out[torch.arange(out.shape[0], device=out.device), lengths - 1]
 
 
+#: Split a batch into length groups only when that removes at least this share of its padded
+#: steps: one call over 512 length-sorted rows embedded 1.6x faster on 2 CPU cores than four
+#: calls over 128 (bigger per-step matmuls), so a batch the embedder already sorted by length
+#: is read whole, while a training batch of contiguous sentences (lengths 1-50) is split.
+MIN_PADDING_SAVED = 0.25
+
+
 def read_in_length_groups(
     read: Callable[[Tensor, Tensor], Tensor], x: Tensor, lengths: Tensor, group: int
 ) -> Tensor:
     """`read(x, lengths)` over groups of `group` rows of similar length, each cut to its own
-    longest row, results back in input order: far less padding than one batch-wide length."""
+    longest row, results back in input order: far less padding than one batch-wide length
+    when lengths are mixed (see MIN_PADDING_SAVED)."""
+    whole = x.shape[0] * int(lengths.max())
     if x.shape[0] <= group:
         return read(x[:, : int(lengths.max())], lengths)
     order = torch.argsort(lengths, descending=True)
+    groups = order.split(group)
+    grouped = sum(len(rows) * int(lengths[rows[0]]) for rows in groups)
+    if grouped > (1 - MIN_PADDING_SAVED) * whole:
+        return read(x[:, : int(lengths.max())], lengths)
     parts = []
-    for rows in order.split(group):
+    for rows in groups:
         sub = lengths[rows]
         parts.append(read(x[rows, : int(sub.max())], sub))
     inverse = torch.empty_like(order)
