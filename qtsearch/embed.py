@@ -19,6 +19,7 @@ import torch
 from qtsearch.device import autocast_dtype, resolve_device
 from qtsearch.errors import ModelError
 from qtsearch.models.folder import fingerprint, is_model_folder, latest_validation, load_model
+from qtsearch.models.stepped import SteppedEncoder
 from qtsearch.text.tokenizer import tokenize
 
 if TYPE_CHECKING:
@@ -110,7 +111,8 @@ class Encoder:
                 batch = np.zeros((len(rows), max(lengths)), dtype=np.int64)
                 for r, i in enumerate(rows):
                     batch[r, : lengths[r]] = ids[i]
-                vec = self.model.embed(
+                read = self._large_batches.embed if self._large_batches else self.model.embed
+                vec = read(
                     torch.from_numpy(batch).to(self.device),
                     torch.tensor(lengths, device=self.device),
                 )
@@ -124,6 +126,13 @@ class Encoder:
         every word's input projection computed (~0.5 s, 288 MB for the shipped model)."""
         if self._small_batches is not None:
             self._small_batches.warm_up()
+
+    @cached_property
+    def _large_batches(self) -> SteppedEncoder | None:
+        """The CPU path for batches (qtsearch.models.stepped), where the model has one."""
+        if self.device.type != "cpu":
+            return None
+        return SteppedEncoder.for_model(self.model, self.amp or torch.float32)
 
     @cached_property
     def _small_batches(self) -> SmallBatchEncoder | None:

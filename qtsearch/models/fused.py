@@ -24,11 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
-import torch
 from threadpoolctl import ThreadpoolController
 from torch import nn
 
-from qtsearch.models.encoders import GRUEncoder, MCEncoder, QuickThoughts, RNNReader
+from qtsearch.models.stacked import StackedGRUs
 
 #: numpy's BLAS is held to one thread around the small input-projection matmuls: its threads
 #: spinning up for them made a query up to 10x slower on 2 busy cores.
@@ -107,15 +106,6 @@ def _final_states(gi, w_hh, b_hh, reverse, lengths, out, first, last):  # pragma
             out[b, g * hidden : (g + 1) * hidden] = h
 
 
-def _readers(encoder: nn.Module) -> list[tuple[RNNReader, nn.Embedding]] | None:
-    """(reader, its word table) in the order the encoder concatenates their states."""
-    if type(encoder) is GRUEncoder:
-        return [(encoder.rnn, encoder.embed)]
-    if type(encoder) is MCEncoder:
-        return [(encoder.rnn_frozen, encoder.frozen), (encoder.rnn, encoder.embed)]
-    return None
-
-
 class WordProjections:
     """x·W_ih + b_ih of the words of one table for all the GRUs that read it, each word's row
     computed the first time a query uses it and kept.
@@ -150,47 +140,22 @@ class WordProjections:
             self.known[new] = True
 
 
-def _np(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to("cpu", torch.float32).numpy().copy()
-
-
 class SmallBatchEncoder:
     """[f(s); g(s)] for a few sentences with numpy and numba, equal to `QuickThoughts.embed`."""
 
-    def __init__(self, model: QuickThoughts):
-        # per word table, the input projections of the GRUs that read it; GRUs keep the order
-        # in which the model concatenates their states
-        self.projections: list[WordProjections] = []
-        w_hh, b_hh, reverse = [], [], []
-        for encoder in (model.f, model.g):
-            readers = _readers(encoder)
-            if readers is None:
-                raise ValueError(f"no numpy path for {type(encoder).__name__}")
-            for reader, table in readers:
-                grus = [(gru, rev) for gru, rev in ((reader.fwd, False), (reader.bwd, True))
-                        if gru is not None]
-                self.projections.append(WordProjections(
-                    _np(table.weight),
-                    np.concatenate([_np(gru.weight_ih_l0).T for gru, _ in grus], axis=1),
-                    np.concatenate([_np(gru.bias_ih_l0) for gru, _ in grus]),
-                ))
-                for gru, rev in grus:
-                    w_hh.append(_np(gru.weight_hh_l0).T)
-                    b_hh.append(_np(gru.bias_hh_l0))
-                    reverse.append(rev)
-        self.w_hh = np.ascontiguousarray(np.stack(w_hh))  # [G, H, 3H]
-        self.b_hh = np.stack(b_hh)  # [G, 3H]
-        self.reverse = np.array(reverse)
-        self.dim = self.w_hh.shape[0] * self.w_hh.shape[1]
+    def __init__(self, stack: StackedGRUs):
+        self.projections = [WordProjections(t.words.numpy(), t.w_ih.numpy(), t.b_ih.numpy())
+                            for t in stack.tables]
+        self.w_hh = stack.w_hh.numpy()  # [G, H, 3H]
+        self.b_hh = stack.b_hh.numpy()  # [G, 3H]
+        self.reverse = np.array(stack.reverse)
+        self.dim = stack.dim
 
     @classmethod
     def for_model(cls, model: nn.Module) -> SmallBatchEncoder | None:
         """An encoder for QT models made of GRU or MC-QT encoders, else None."""
-        if not isinstance(model, QuickThoughts):
-            return None
-        if any(_readers(e) is None for e in (model.f, model.g)):
-            return None
-        return cls(model)
+        stack = StackedGRUs.of(model)
+        return None if stack is None else cls(stack)
 
     def warm_up(self) -> None:
         """Compute every word's input projections now rather than on first use."""

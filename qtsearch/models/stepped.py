@@ -1,0 +1,80 @@
+"""Encoding large batches on the CPU: every GRU of a model stepped together.
+
+Through `nn.GRU` the shipped MC-QT model is eight separate GRU calls per batch, each computing
+its input projection as a matmul over all tokens (a third of the time) and then stepping alone
+through small per-step matmuls. Here the input projections are a lookup in a per-word table
+computed once (`StackedGRUs`: they depend on the word alone), and each timestep is one batched
+matmul over all eight GRUs and five fused elementwise operations. Rows are sorted by length so
+that the rows still reading at step t are a prefix of the batch: finished rows drop out of the
+work and keep their final state. On 2 cores with bf16 this embedded 2.5x as many sentences per
+second as the `nn.GRU` path (5,300 against 2,100 Gutenberg sentences/s), with vectors within
+cosine 0.99995 of it.
+
+Inference only (no autograd), CPU only: on a GPU, cuDNN's GRU runs a whole batch per call.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from qtsearch.models.encoders import reverse_within_length
+from qtsearch.models.stacked import StackedGRUs
+
+#: Largest projection table built (bf16: vocabulary × GRUs × 3H × 2 bytes; 144 MB for the
+#: shipped model). Bigger models (a 50k vocabulary at H=1000) keep `nn.GRU`, whose own
+#: matmuls are large and efficient there.
+MAX_TABLE_BYTES = 1 << 30
+
+
+class SteppedEncoder:
+    """[f(s); g(s)] for batches of token ids, equal to `QuickThoughts.embed` up to rounding."""
+
+    def __init__(self, stack: StackedGRUs, dtype: torch.dtype):
+        with torch.no_grad():
+            per_gru = []
+            for table in stack.tables:  # [V, n·3H] → n tables [V, 3H], in GRU order
+                rows = table.projections(torch.arange(len(table.words)))
+                per_gru += rows.view(len(table.words), -1, 3 * stack.hidden).unbind(1)
+            sizes = torch.tensor([0] + [len(t) for t in per_gru[:-1]])
+            self.table = torch.cat(per_gru).to(dtype)  # [Σ V, 3H]
+        self.offsets = sizes.cumsum(0)[:, None, None]  # GRU g's rows start here
+        self.w_hh = stack.w_hh.to(dtype)
+        self.b_hh = stack.b_hh.to(dtype)[:, None, :]
+        self.reverse = torch.tensor(stack.reverse)[:, None, None]
+        self.hidden = stack.hidden
+        self.dtype = dtype
+
+    @classmethod
+    def for_model(cls, model: nn.Module, dtype: torch.dtype) -> SteppedEncoder | None:
+        """An encoder for QT models of GRU or MC-QT encoders whose table fits, else None."""
+        stack = StackedGRUs.of(model)
+        if stack is None:
+            return None
+        rows = sum(len(t.words) * t.w_ih.shape[1] for t in stack.tables)
+        if rows * torch.finfo(dtype).bits // 8 > MAX_TABLE_BYTES:
+            return None
+        return cls(stack, dtype)
+
+    @torch.inference_mode()
+    def embed(self, ids: Tensor, lengths: Tensor) -> Tensor:
+        """Vectors [B, G·H] (float32) of right-padded token ids [B, T] with lengths [B]."""
+        order = torch.argsort(lengths, descending=True)
+        ids, lengths = ids[order], lengths[order]
+        h_size, steps = self.hidden, int(lengths[0])
+        backward = reverse_within_length(ids[:, :steps, None], lengths)[..., 0]
+        # row of the table each GRU reads at each step: [T, G, B]
+        rows = torch.where(self.reverse, backward[None], ids[None, :, :steps]) + self.offsets
+        rows = rows.permute(2, 0, 1)
+        reading = (lengths[None, :] > torch.arange(steps)[:, None]).sum(1).tolist()
+        h = torch.zeros(len(self.w_hh), len(ids), h_size, dtype=self.dtype)
+        for t, n in enumerate(reading):
+            x = self.table.index_select(0, rows[t, :, :n].reshape(-1)).view(-1, n, 3 * h_size)
+            prev = h[:, :n]
+            gh = torch.baddbmm(self.b_hh, prev, self.w_hh)
+            rz = torch.add(x[..., : 2 * h_size], gh[..., : 2 * h_size]).sigmoid_()
+            cand = torch.addcmul(x[..., 2 * h_size :], rz[..., :h_size], gh[..., 2 * h_size :])
+            h[:, :n] = torch.lerp(cand.tanh_(), prev, rz[..., h_size:])  # (1 - z)·n + z·h
+        out = torch.empty(len(ids), h.shape[0] * h_size)
+        out[order] = h.permute(1, 0, 2).reshape(len(ids), -1).float()
+        return out

@@ -1,0 +1,71 @@
+"""The CPU batch path (qtsearch/models/stepped.py) against the model's own nn.GRU modules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from qtsearch.embed import load_encoder
+from qtsearch.models import stepped
+from qtsearch.models.encoders import EncoderConfig, QuickThoughts
+from qtsearch.models.stepped import SteppedEncoder
+from qtsearch.text.reader import read_sentences
+
+EMMA = "gutenberg/0003-austen-jane--emma.txt.gz"
+
+
+def _batch(encoder, shared_data, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """n real sentences (lengths 1 to max_len, in reading order: unsorted) as padded ids."""
+    stream = read_sentences([str(shared_data / EMMA)], split=True)
+    ids = [encoder.token_ids(s.text) for _, s in zip(range(n), stream)]
+    ids[3] = ids[3][:1]  # a one-token sentence among them
+    lengths = torch.tensor([len(x) for x in ids])
+    batch = torch.zeros(n, int(lengths.max()) + 3, dtype=torch.long)  # extra padding too
+    for r, x in enumerate(ids):
+        batch[r, : len(x)] = torch.tensor(x)
+    return batch, lengths
+
+
+def _reference(encoder, batch, lengths, dtype):
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16)
+    with torch.inference_mode(), autocast:
+        return encoder.model.embed(batch, lengths).float().numpy()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_stepped_path_equals_the_torch_modules(shared_data, tiny_model, dtype):
+    """uni-GRU (the session's tiny model) and MC-QT (the shipped model), rows in input order."""
+    for path in (tiny_model, None):
+        encoder = load_encoder(path, device="cpu", precision="fp32")
+        batch, lengths = _batch(encoder, shared_data, 60)
+        fast = SteppedEncoder.for_model(encoder.model, dtype)
+        assert fast is not None
+        got = fast.embed(batch, lengths).numpy()
+        want = _reference(encoder, batch, lengths, dtype)
+        if dtype == torch.float32:
+            np.testing.assert_allclose(got, want, atol=2e-5)
+        else:  # both round to bf16 at every step, in different places
+            cos = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
+            assert cos.min() > 0.999
+
+
+def test_encoder_uses_it_on_the_cpu_for_batches(shared_data):
+    encoder = load_encoder(None, device="cpu", precision="bf16")
+    assert encoder._large_batches is not None and encoder._large_batches.dtype == torch.bfloat16
+    batch, lengths = _batch(encoder, shared_data, 40)
+    ids = [row[:n].tolist() for row, n in zip(batch, lengths.tolist(), strict=True)]
+    got = encoder.encode_ids(ids, batch_size=16)  # several batches, sorted and put back
+    want = _reference(encoder, batch, lengths, torch.bfloat16)
+    cos = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
+    assert cos.min() > 0.999
+
+
+def test_models_without_gru_readers_or_too_large_keep_nn_modules(monkeypatch):
+    bow = QuickThoughts(EncoderConfig(encoder="bow", vocab_size=100, word_dim=8))
+    assert SteppedEncoder.for_model(bow, torch.float32) is None
+    uni = QuickThoughts(EncoderConfig(encoder="uni", vocab_size=100, word_dim=8, hidden=4))
+    assert SteppedEncoder.for_model(uni, torch.float32) is not None
+    table_bytes = 2 * 100 * 3 * 4 * 4  # 2 GRUs x vocabulary x 3H x fp32
+    monkeypatch.setattr(stepped, "MAX_TABLE_BYTES", table_bytes - 1)
+    assert SteppedEncoder.for_model(uni, torch.float32) is None
