@@ -37,20 +37,21 @@ class SteppedEncoder:
         # one, and W_hn·h + b_hn; sigmoid then yields r and 1 − z, and 1 − z is the weight
         # that lerp_ needs to update the state in place: six operations a step, no copy.
         flip = torch.cat([torch.ones(h), -torch.ones(h), torch.ones(h)])
+        sizes = [len(t.words) for t in stack.tables for _ in range(t.w_ih.shape[1] // (3 * h))]
+        self.table = torch.empty(sum(sizes), 4 * h, dtype=dtype)  # [Σ V, 4H], GRU by GRU
+        self.offsets = torch.tensor([0, *sizes[:-1]]).cumsum(0)[:, None, None]
         with torch.no_grad():
-            per_gru, g = [], 0
+            g = 0
             for table in stack.tables:
                 rows = table.projections(torch.arange(len(table.words)))
                 for x in rows.view(len(table.words), -1, 3 * h).unbind(1):
-                    b_hh = stack.b_hh[g]
-                    per_gru.append(torch.cat([
-                        (x[:, : 2 * h] + b_hh[: 2 * h]) * flip[: 2 * h],
-                        b_hh[2 * h :].expand(len(x), h), x[:, 2 * h :]], dim=1))
+                    start, b_hh = int(self.offsets[g]), stack.b_hh[g]
+                    block = self.table[start : start + len(x)]
+                    block[:, : 2 * h] = (x[:, : 2 * h] + b_hh[: 2 * h]) * flip[: 2 * h]
+                    block[:, 2 * h : 3 * h] = b_hh[2 * h :]
+                    block[:, 3 * h :] = x[:, 2 * h :]
                     g += 1
-            sizes = torch.tensor([0] + [len(t) for t in per_gru[:-1]])
-            self.table = torch.cat(per_gru).to(dtype)  # [Σ V, 4H]
             self.w_hh = (stack.w_hh * flip).to(dtype)  # z columns negated
-        self.offsets = sizes.cumsum(0)[:, None, None]  # GRU g's rows start here
         self.reverse = torch.tensor(stack.reverse)[:, None, None]
         self.hidden = h
         self.dtype = dtype
