@@ -217,7 +217,7 @@ class Index:
         k = self._clamp(k)
         q = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, self.faiss_index.d)
         searcher = self.gpu_search or self.faiss_index
-        with threads_for(len(q)):
+        with threads_for(self.faiss_index, len(q)):
             scores, ids = searcher.search(q, k)
         rows = self.store.get(np.unique(ids[ids >= 0]).tolist())
         results = []

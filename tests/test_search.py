@@ -73,26 +73,37 @@ def test_a_stored_sentence_finds_itself_first(index):
     assert top.score == pytest.approx(1.0, abs=1e-4)
 
 
-def test_a_few_queries_search_on_one_faiss_thread(index, monkeypatch):
-    """A single query runs faiss on one OpenMP thread (its idle twin's spin-wait slowed the
-    next encoding); batches keep every thread; the setting is restored either way."""
+def _faiss_threads_seen(idx: Index, monkeypatch) -> list[int]:
+    """faiss's thread setting during each search of one query, then of a batch."""
     import faiss
 
     from qtsearch.index import faiss_backend
 
-    before = faiss.omp_get_max_threads()
     seen: list[int] = []
-    search = index.faiss_index.search
+    search = idx.faiss_index.search
 
     def spy(q, k):
         seen.append(faiss.omp_get_max_threads())
         return search(q, k)
 
-    monkeypatch.setattr(index.faiss_index, "search", spy)
-    index.search(QUERIES[0], 3)
-    index.search(QUERIES * 2, 3)  # more than FEW_QUERIES
+    monkeypatch.setattr(idx.faiss_index, "search", spy)
+    idx.search(QUERIES[0], 3)
     assert len(QUERIES * 2) > faiss_backend.FEW_QUERIES
-    assert seen == [1, before]
+    idx.search(QUERIES * 2, 3)
+    return seen
+
+
+def test_single_queries_to_a_graph_index_search_on_one_faiss_thread(
+        index, monkeypatch, tmp_path_factory, shared_data, tiny_model):
+    """HNSW (and IVF) parallelise over queries: a single query runs faiss on one thread (its
+    idle twin's spin-wait slowed the next encoding); batches keep every thread; a flat index,
+    which splits one query's scan over the threads, keeps them all; the setting is restored."""
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    with Index.open(small_index(tmp_path_factory, shared_data, tiny_model, "hnsw")) as hnsw:
+        assert _faiss_threads_seen(hnsw, monkeypatch) == [1, before]
+    assert _faiss_threads_seen(index, monkeypatch) == [before, before]  # flat
     assert faiss.omp_get_max_threads() == before
 
 
