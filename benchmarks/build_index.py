@@ -13,10 +13,10 @@ looks input projections up per word instead of multiplying them out).
 
 The last lines are a Markdown table ready for the README. Use --json FILE to keep raw figures.
 
-Chained with the query benchmark, the 1M sentences are embedded once (embedding is ~95% of
+Chained with the query benchmark, the 1M sentences are embedded once (embedding is ~85% of
 the cost): build flat indexes and keep the largest, then derive the other index types from it.
-With the shipped 1200-d model on 2 cores, expect ~12-13 min for this step (embedding 1.11M
-sentences ~10 min per million, flat add ~10 s, metadata ~30 s at 1M) and ~10-12 min for
+With the shipped 1200-d model on 2 cores, expect ~6 min for this step (embedding 1.11M
+sentences ~4 min per million, flat add ~30 s, metadata ~5 s at 1M) and ~10-12 min for
 query_latency.py (sq8/ivf-pq/hnsw derived from the kept vectors, HNSW being the slow one):
 
     python benchmarks/build_index.py --index flat --sentences 10000 100000 1000000 \
