@@ -101,3 +101,26 @@ def test_length_groups_only_where_they_save_padding():
         got = read_in_length_groups(read, x, lengths, group=4)
         assert calls == expected_calls
         torch.testing.assert_close(got, read(x, lengths))
+
+
+def test_a_forked_child_encodes_queries_too(shared_data):
+    """The second thread is per process: a child forked after queries (a pre-forking server)
+    must not wait forever on its parent's thread, which does not exist in the child."""
+    import os
+    import time
+
+    encoder = load_encoder(None, device="cpu", precision="fp32")
+    texts = _sentences(shared_data, 2)
+    parent = encoder.encode(texts)  # the helper thread now exists in this process
+    pid = os.fork()
+    if pid == 0:  # child: same vectors, then leave without pytest's teardown
+        ok = np.allclose(encoder.encode(texts), parent, atol=1e-6)
+        os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise AssertionError("the forked child hung encoding a query")
+    assert os.waitstatus_to_exitcode(done[1]) == 0

@@ -32,8 +32,24 @@ from qtsearch.models.stacked import StackedGRUs
 #: numpy's BLAS is held to one thread around the small input-projection matmuls: its threads
 #: spinning up for them made a query up to 10x slower on 2 busy cores.
 _BLAS = ThreadpoolController()
-#: A second thread for the compiled loop (it runs without the GIL), where there is a second core.
-_HELPER = ThreadPoolExecutor(1, "qtsearch-gru") if (os.cpu_count() or 1) > 1 else None
+_helper: ThreadPoolExecutor | None = None
+
+
+def _second_thread() -> ThreadPoolExecutor | None:
+    """A thread for half of the GRUs (the compiled loop runs without the GIL), where there is a
+    second core; one per process: a forked child does not have its parent's thread."""
+    global _helper
+    if _helper is None and (os.cpu_count() or 1) > 1:
+        _helper = ThreadPoolExecutor(1, "qtsearch-gru")
+    return _helper
+
+
+def _forget_second_thread() -> None:
+    global _helper
+    _helper = None
+
+
+os.register_at_fork(after_in_child=_forget_second_thread)
 
 
 # exp(x) = 2^n · exp(r) with r = x − n·ln 2 in [−ln2/2, ln2/2] (ln 2 split in a short high part
@@ -171,13 +187,13 @@ class SmallBatchEncoder:
         gi = np.concatenate([p.of(padded) for p in self.projections], axis=-1)
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         args = (gi, self.w_hh, self.b_hh, self.reverse, lengths, out)
-        n_gru = len(self.w_hh)
-        if _HELPER is None or n_gru < 2:
+        n_gru, helper = len(self.w_hh), _second_thread()
+        if helper is None or n_gru < 2:
             _final_states(*args, 0, n_gru)
             return out
         # the GRUs are independent: half of them on a second core (1.1 → 0.6 ms per query)
         half = n_gru // 2
-        other = _HELPER.submit(_final_states, *args, half, n_gru)
+        other = helper.submit(_final_states, *args, half, n_gru)
         _final_states(*args, 0, half)
         other.result()
         return out
