@@ -104,6 +104,7 @@ class Encoder:
             if self.amp
             else contextlib.nullcontext()
         )
+        read = self._large_batches.embed if self._large_batches else self.model.embed
         with torch.inference_mode(), autocast:
             for s in range(0, len(order), batch_size):
                 rows = order[s : s + batch_size]
@@ -111,7 +112,6 @@ class Encoder:
                 batch = np.zeros((len(rows), max(lengths)), dtype=np.int64)
                 for r, i in enumerate(rows):
                     batch[r, : lengths[r]] = ids[i]
-                read = self._large_batches.embed if self._large_batches else self.model.embed
                 vec = read(
                     torch.from_numpy(batch).to(self.device),
                     torch.tensor(lengths, device=self.device),

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from qtsearch.errors import UsageError
-from qtsearch.models.objective import qt_loss
+from qtsearch.models.objective import BatchStats, pooled, qt_loss
 from qtsearch.nli_training import NLITrainConfig, NLITrainer, RunResult, glove_encoder
 from qtsearch.text.nli import read_nli
 from qtsearch.training import TrainConfig, Trainer
@@ -123,21 +123,17 @@ class MultitaskTrainer(NLITrainer):
         nli = super().validate()
         self.encoder.eval()
         self.context_encoder.eval()
-        loss = correct = rows = chance = 0.0
+
+        def stats(block: int) -> BatchStats:
+            ids, lengths, docs = self.qt._batch(block)
+            return qt_loss(self.encoder(ids, lengths), self.context_encoder(ids, lengths),
+                           docs, self.cfg.context)
+
         with torch.no_grad(), self.autocast():
-            for block in self.qt.val_blocks:
-                ids, lengths, docs = self.qt._batch(int(block))
-                st = qt_loss(self.encoder(ids, lengths), self.context_encoder(ids, lengths),
-                             docs, self.cfg.context)
-                loss += float(st.loss) * st.rows
-                correct += st.correct
-                rows += st.rows
-                chance += st.chance
+            loss, accuracy, chance = pooled(stats(int(block)) for block in self.qt.val_blocks)
         self.encoder.train()
         self.context_encoder.train()
-        rows = max(rows, 1)
-        return {**nli, "qt_val_loss": loss / rows, "qt_val_accuracy": correct / rows,
-                "qt_chance": chance / rows}
+        return {**nli, "qt_val_loss": loss, "qt_val_accuracy": accuracy, "qt_chance": chance}
 
     def describe(self, val: dict[str, float]) -> str:
         return (f"validation NLI accuracy {val['val_accuracy']:.4f} (majority class "

@@ -36,7 +36,7 @@ from qtsearch.errors import InputError, ModelError, OutputError, QTSearchError, 
 from qtsearch.jsonconfig import write_json_atomic
 from qtsearch.models.encoders import ENCODERS, EncoderConfig
 from qtsearch.models.folder import METRICS, build_model, save_model
-from qtsearch.models.objective import BatchStats, ObjectiveOptions
+from qtsearch.models.objective import BatchStats, ObjectiveOptions, pooled
 from qtsearch.pretrained import glove_matrix
 from qtsearch.text.reader import list_files
 from qtsearch.text.token_corpus import TokenCorpus
@@ -413,18 +413,12 @@ class Trainer:
     # ----- loop -------------------------------------------------------------------------
     def validate(self) -> dict[str, float]:
         self.model.eval()
-        loss = correct = rows = chance = 0.0
         with torch.no_grad():
-            for block in self.val_blocks:
-                # the same noise at every validation, so the metric is comparable along the run
-                st = self.stats(int(block), [self.cfg.seed, int(block), 1])
-                loss += float(st.loss) * st.rows
-                correct += st.correct
-                rows += st.rows
-                chance += st.chance
+            # the same noise at every validation, so the metric is comparable along the run
+            loss, accuracy, chance = pooled(self.stats(int(block), [self.cfg.seed, int(block), 1])
+                                            for block in self.val_blocks)
         self.model.train()
-        rows = max(rows, 1)
-        return {"val_loss": loss / rows, "val_accuracy": correct / rows, "chance": chance / rows}
+        return {"val_loss": loss, "val_accuracy": accuracy, "chance": chance}
 
     def _plain(self, line: str) -> None:
         """Plain progress lines for logs: a bar drawn to a file shows nothing until the end."""

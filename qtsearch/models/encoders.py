@@ -83,14 +83,14 @@ def read_in_length_groups(
     """`read(x, lengths)` over groups of `group` rows of similar length, each cut to its own
     longest row, results back in input order: far less padding than one batch-wide length
     when lengths are mixed (see MIN_PADDING_SAVED)."""
-    whole = x.shape[0] * int(lengths.max())
+    longest = int(lengths.max())
     if x.shape[0] <= group:
-        return read(x[:, : int(lengths.max())], lengths)
+        return read(x[:, :longest], lengths)
     order = torch.argsort(lengths, descending=True)
     groups = order.split(group)
     grouped = sum(len(rows) * int(lengths[rows[0]]) for rows in groups)
-    if grouped > (1 - MIN_PADDING_SAVED) * whole:
-        return read(x[:, : int(lengths.max())], lengths)
+    if grouped > (1 - MIN_PADDING_SAVED) * x.shape[0] * longest:
+        return read(x[:, :longest], lengths)
     parts = []
     for rows in groups:
         sub = lengths[rows]

@@ -9,6 +9,7 @@ softmax over the vocabulary and report through `word_prediction_stats`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -41,6 +42,18 @@ class BatchStats:
     correct: int  # QT: rows whose arg-max is a true neighbour; words: predicted target words
     rows: int  # QT: rows with at least one neighbour; words: target words
     chance: float  # sum over rows of the success probability of a baseline that ignores input
+
+
+def pooled(stats: Iterable[BatchStats]) -> tuple[float, float, float]:
+    """Loss, accuracy and chance over several batches, each weighted by its rows (validation)."""
+    loss = correct = rows = chance = 0.0
+    for st in stats:
+        loss += float(st.loss) * st.rows
+        correct += st.correct
+        rows += st.rows
+        chance += st.chance
+    rows = max(rows, 1)
+    return loss / rows, correct / rows, chance / rows
 
 
 def word_prediction_stats(logp: Tensor, rows: Tensor, targets: Tensor, k: int) -> BatchStats:
