@@ -13,65 +13,23 @@ against ~1 ms here.
 
 Same maths as `nn.GRU` (gates r, z, n) in fp32: vectors equal the torch path to float
 rounding (tests/test_fused.py). Used for small fp32 batches on the CPU only; large batches
-(index builds) keep torch, which wins there with bf16 and big matmuls.
+(index builds) go through `stepped`, whose batched bf16 matmuls win there. Both share the gate
+arithmetic and helper threads of `compiled`.
 """
 
 from __future__ import annotations
-
-import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
 from threadpoolctl import ThreadpoolController
 from torch import nn
 
+from qtsearch.models.compiled import gru_unit, helpers
 from qtsearch.models.stacked import StackedGRUs
 
 #: numpy's BLAS is held to one thread around the small input-projection matmuls: its threads
 #: spinning up for them made a query up to 10x slower on 2 busy cores.
 _BLAS = ThreadpoolController()
-_helper: ThreadPoolExecutor | None = None
-
-
-def _second_thread() -> ThreadPoolExecutor | None:
-    """A thread for half of the GRUs (the compiled loop runs without the GIL), where there is a
-    second core; one per process: a forked child does not have its parent's thread."""
-    global _helper
-    if _helper is None and (os.cpu_count() or 1) > 1:
-        _helper = ThreadPoolExecutor(1, "qtsearch-gru")
-    return _helper
-
-
-def _forget_second_thread() -> None:
-    global _helper
-    _helper = None
-
-
-os.register_at_fork(after_in_child=_forget_second_thread)
-
-
-# exp(x) = 2^n · exp(r) with r = x − n·ln 2 in [−ln2/2, ln2/2] (ln 2 split in a short high part
-# and a correction, so n·ln2_hi is exact), exp(r) by its Taylor series to r^7 (relative error
-# < 1e-8 there) and 2^n from a table: plain float32 arithmetic that the compiler vectorises,
-# where a call to the C library's expf per gate would cost ~10 ns and stay scalar.
-_F = np.float32
-_LOG2E, _LN2_HI, _LN2_LO = _F(1.4426950408889634), _F(0.693359375), _F(-2.1219444005469057e-4)
-_TAYLOR = tuple(_F(1.0 / math.factorial(i)) for i in range(8))
-_POW2 = np.array([2.0**n for n in range(-126, 128)], dtype=np.float32)  # 2^n at n + 126
-_ONE, _TWO, _HALF, _LO, _HI = _F(1.0), _F(2.0), _F(0.5), _F(-87.0), _F(88.0)
-
-
-@numba.njit(inline="always")
-def _exp(x):  # pragma: no cover - compiled
-    x = min(max(x, _LO), _HI)
-    n = np.floor(x * _LOG2E + _HALF)
-    r = x - n * _LN2_HI - n * _LN2_LO
-    c = _TAYLOR
-    p = c[0] + r * (c[1] + r * (c[2] + r * (c[3] + r * (c[4] + r * (c[5] + r * (c[6]
-                                                                   + r * c[7]))))))
-    return p * _POW2[np.uint32(np.int32(n) + 126)]  # unsigned: no negative-index branch
 
 
 # error_model="numpy": no zero-division branch per gate, which kept the loops scalar (4x slower);
@@ -88,7 +46,6 @@ def _final_states(gi, w_hh, b_hh, reverse, lengths, out, first, last):  # pragma
     _, hidden, width = w_hh.shape
     h = np.empty(hidden, np.float32)
     gh = np.empty(width, np.float32)
-    rz = np.empty(2 * hidden, np.float32)
     by8 = hidden - hidden % 8
     for g in range(first, last):
         w = w_hh[g]
@@ -113,12 +70,9 @@ def _final_states(gi, w_hh, b_hh, reverse, lengths, out, first, last):  # pragma
                     hk = h[k]
                     for j in range(width):
                         gh[j] += hk * w[k, j]
-                for j in range(2 * hidden):  # r and z = sigmoid
-                    rz[j] = _ONE / (_ONE + _exp(-(x[j] + gh[j])))
                 for j in range(hidden):
-                    a = x[2 * hidden + j] + rz[j] * gh[2 * hidden + j]
-                    n = _TWO / (_ONE + _exp(-_TWO * a)) - _ONE  # tanh(a)
-                    h[j] = n + rz[hidden + j] * (h[j] - n)  # (1 - z) * n + z * h
+                    h[j] = gru_unit(x[j] + gh[j], x[hidden + j] + gh[hidden + j],
+                                    x[2 * hidden + j], gh[2 * hidden + j], h[j])
             out[b, g * hidden : (g + 1) * hidden] = h
 
 
@@ -187,7 +141,7 @@ class SmallBatchEncoder:
         gi = np.concatenate([p.of(padded) for p in self.projections], axis=-1)
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         args = (gi, self.w_hh, self.b_hh, self.reverse, lengths, out)
-        n_gru, helper = len(self.w_hh), _second_thread()
+        n_gru, helper = len(self.w_hh), helpers()
         if helper is None or n_gru < 2:
             _final_states(*args, 0, n_gru)
             return out
