@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -98,7 +99,7 @@ class Encoder:
                 progress(len(ids))
             return l2_normalize(out) if normalize else out
         out = np.empty((len(ids), self.dim), dtype=np.float32)
-        order = np.argsort([len(x) for x in ids], kind="stable")
+        padded = PaddedBatches(ids)
         autocast = (
             torch.autocast(self.device.type, dtype=self.amp)
             if self.amp
@@ -106,20 +107,13 @@ class Encoder:
         )
         read = self._large_batches.embed if self._large_batches else self.model.embed
         with torch.inference_mode(), autocast:
-            for s in range(0, len(order), batch_size):
-                rows = order[s : s + batch_size]
-                lengths = [len(ids[i]) for i in rows]
-                batch = np.zeros((len(rows), max(lengths)), dtype=np.int64)
-                for r, i in enumerate(rows):
-                    batch[r, : lengths[r]] = ids[i]
-                vec = read(
-                    torch.from_numpy(batch).to(self.device),
-                    torch.tensor(lengths, device=self.device),
-                )
-                out[rows] = vec.float().cpu().numpy()
+            for rows, batch, lengths in padded.batches(batch_size):
+                vec = read(torch.from_numpy(batch).to(self.device),
+                           torch.from_numpy(lengths).to(self.device)).float().cpu().numpy()
+                out[rows] = l2_normalize(vec) if normalize else vec
                 if progress:
                     progress(len(rows))
-        return l2_normalize(out) if normalize else out
+        return out
 
     def warm_up(self) -> None:
         """Get the query path ready ahead of the first query: its compiled loop loaded and
@@ -145,9 +139,31 @@ class Encoder:
         return SmallBatchEncoder.for_model(self.model)
 
 
+class PaddedBatches:
+    """Token-id lists cut into length-sorted batches of right-padded rows, with numpy ops on
+    one flat array of every id (a Python loop per row cost ~10 µs a sentence)."""
+
+    def __init__(self, ids: Sequence[list[int]]):
+        self.lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        self.flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64,
+                                count=int(self.lengths.sum()))
+        self.starts = np.cumsum(self.lengths) - self.lengths
+        self.order = np.argsort(self.lengths, kind="stable")
+
+    def batches(self, size: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(row numbers, padded ids [n, longest], lengths) per batch, shortest rows first."""
+        for s in range(0, len(self.order), size):
+            rows = self.order[s : s + size]
+            lengths = self.lengths[rows]
+            steps = np.arange(int(lengths.max()))
+            real = steps[None, :] < lengths[:, None]
+            at = self.starts[rows, None] + np.minimum(steps[None, :], lengths[:, None] - 1)
+            yield rows, np.where(real, self.flat[at], 0), lengths
+
+
 def l2_normalize(x: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length in place (all-zero rows stay zero)."""
-    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    x /= np.maximum(np.sqrt(np.einsum("ij,ij->i", x, x))[:, None], 1e-12)
     return x
 
 

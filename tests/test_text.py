@@ -115,6 +115,28 @@ def test_tokenizer_splits_punctuation_and_keeps_case() -> None:
     assert tokenize("") == []
 
 
+def test_tokenizer_gives_blingfires_own_words_on_real_text(shared_data: Path) -> None:
+    """Our reused-buffer call of BlingFire's C function against its Python wrapper: real
+    Yelp reviews and Gutenberg prose (accents, dashes, curly quotes), from any thread, and a
+    text longer than the first buffer."""
+    import threading
+
+    import blingfire
+
+    yelp = (shared_data / "yelp" / "shen2017" / "sentiment.test.0").read_text().splitlines()
+    book = shared_data / "gutenberg" / "0003-austen-jane--emma.txt.gz"
+    texts = yelp[:2000] + [s.text for _, s in zip(range(2000), read_sentences([book], split=True))]
+    texts += ["naïve café — “quoted” 東京 🙂 ok", " ".join(yelp[:3000])]  # last: ~150 kB
+    assert len(texts[-1].encode()) * 3 > 1 << 16
+    for text in texts:
+        assert tokenize(text) == blingfire.text_to_words(text).split()
+    other: list[list[str]] = []
+    thread = threading.Thread(target=lambda: other.extend(tokenize(t) for t in texts[:50]))
+    thread.start()
+    thread.join()
+    assert other == [blingfire.text_to_words(t).split() for t in texts[:50]]
+
+
 def test_vocab_is_frequency_ranked_deterministic_and_truncates(tmp_path: Path) -> None:
     v = Vocab.build([["b", "a", "a", "c", "b", "a"], ["d"]], size=2)
     assert v.words == ["<pad>", "<unk>", "a", "b"]
