@@ -105,11 +105,16 @@ class Encoder:
             if self.amp
             else contextlib.nullcontext()
         )
-        read = self._large_batches.embed if self._large_batches else self.model.embed
+        batches = ((rows, torch.from_numpy(batch).to(self.device),
+                    torch.from_numpy(lengths).to(self.device))
+                   for rows, batch, lengths in padded.batches(batch_size))
         with torch.inference_mode(), autocast:
-            for rows, batch, lengths in padded.batches(batch_size):
-                vec = read(torch.from_numpy(batch).to(self.device),
-                           torch.from_numpy(lengths).to(self.device)).float().cpu().numpy()
+            if self._large_batches is not None:
+                vectors = self._large_batches.embed_all(batches)
+            else:
+                vectors = ((rows, self.model.embed(b, n)) for rows, b, n in batches)
+            for rows, vec in vectors:
+                vec = vec.float().cpu().numpy()
                 out[rows] = l2_normalize(vec) if normalize else vec
                 if progress:
                     progress(len(rows))

@@ -69,3 +69,28 @@ def test_models_without_gru_readers_or_too_large_keep_nn_modules(monkeypatch):
     table_bytes = 2 * 100 * 3 * 4 * 4  # 2 GRUs x vocabulary x 3H x fp32
     monkeypatch.setattr(stepped, "MAX_TABLE_BYTES", table_bytes - 1)
     assert SteppedEncoder.for_model(uni, torch.float32) is None
+
+
+def test_batches_in_flight_come_back_in_order_and_a_caller_may_stop_early(shared_data):
+    """embed_all hands batches to the helper threads ahead of the caller (two torch threads
+    here, the suite's one would step them in this thread): each result is its own batch's
+    (tagged), and stopping after the first leaves torch's thread count as it was."""
+    encoder = load_encoder(None, device="cpu", precision="bf16")
+    fast = encoder._large_batches
+    batch, lengths = _batch(encoder, shared_data, 40)
+    parts = [(i, batch[i : i + 8], lengths[i : i + 8]) for i in range(0, 40, 8)]
+    alone = [fast.embed(ids, n) for _, ids, n in parts]  # one thread: no helpers
+    suite_threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        got = list(fast.embed_all(parts))
+        assert [tag for tag, _ in got] == [0, 8, 16, 24, 32]
+        for want, (_, vec) in zip(alone, got, strict=True):
+            torch.testing.assert_close(vec, want)
+        stream = fast.embed_all(parts)
+        first = next(stream)
+        stream.close()  # the batches still queued are cancelled
+        torch.testing.assert_close(first[1], alone[0])
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(suite_threads)

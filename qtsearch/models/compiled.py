@@ -20,13 +20,13 @@ from numba.extending import intrinsic, overload
 _helpers: ThreadPoolExecutor | None = None
 
 
-def helpers() -> ThreadPoolExecutor | None:
-    """Threads for the compiled loops' other shares of the work (they run without the GIL):
-    one per core beyond the first, none on one core. One pool per process: a child forked
-    after work does not inherit its parent's threads, so it makes its own."""
+def helpers() -> ThreadPoolExecutor:
+    """Threads for the compiled loops' shares of the work (they run without the GIL), one per
+    core. One pool per process: a child forked after work does not inherit its parent's
+    threads, so it makes its own."""
     global _helpers
-    if _helpers is None and (os.cpu_count() or 1) > 1:
-        _helpers = ThreadPoolExecutor((os.cpu_count() or 2) - 1, "qtsearch-gru")
+    if _helpers is None:
+        _helpers = ThreadPoolExecutor(os.cpu_count() or 1, "qtsearch-gru")
     return _helpers
 
 

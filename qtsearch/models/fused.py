@@ -19,6 +19,8 @@ arithmetic and helper threads of `compiled`.
 
 from __future__ import annotations
 
+import os
+
 import numba
 import numpy as np
 from threadpoolctl import ThreadpoolController
@@ -141,13 +143,13 @@ class SmallBatchEncoder:
         gi = np.concatenate([p.of(padded) for p in self.projections], axis=-1)
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         args = (gi, self.w_hh, self.b_hh, self.reverse, lengths, out)
-        n_gru, helper = len(self.w_hh), helpers()
-        if helper is None or n_gru < 2:
+        n_gru = len(self.w_hh)
+        if (os.cpu_count() or 1) < 2 or n_gru < 2:
             _final_states(*args, 0, n_gru)
             return out
         # the GRUs are independent: half of them on a second core (1.1 → 0.6 ms per query)
         half = n_gru // 2
-        other = helper.submit(_final_states, *args, half, n_gru)
+        other = helpers().submit(_final_states, *args, half, n_gru)
         _final_states(*args, 0, half)
         other.result()
         return out
