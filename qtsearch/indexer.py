@@ -393,9 +393,10 @@ class Builder:
         On the CPU tokenisation stays in this thread on purpose: a tokenising thread beside
         torch's OpenMP threads oversubscribed 2 cores and made a small GRU 20x slower (every
         timestep waits at an OpenMP barrier for a descheduled thread); beside the stepped
-        path's helper threads it gained nothing measurable (100k: 16.1 vs 15.4 s). With a GPU encoding,
-        a thread tokenises the next shard meanwhile: in the main thread tokenising took 29 of
-        the 43 s embedding stage of a 1M-sentence build on an H100, the GPU idle meanwhile."""
+        path's helper threads it gained nothing measurable (100k: 16.1 vs 15.4 s). With a GPU
+        encoding, a thread tokenises the next shard meanwhile: in the main thread tokenising
+        took 29 of the 43 s embedding stage of a 1M-sentence build on an H100, the GPU idle
+        meanwhile."""
         c = self.config
         t0 = time.perf_counter()
         count, shards = self.state["read"]["count"], self.state["read"]["shards"]
