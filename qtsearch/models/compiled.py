@@ -17,22 +17,21 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
-_helpers: ThreadPoolExecutor | None = None
+_pools: dict[str, ThreadPoolExecutor] = {}
 
 
-def helpers() -> ThreadPoolExecutor:
+def helpers(purpose: str) -> ThreadPoolExecutor:
     """Threads for the compiled loops' shares of the work (they run without the GIL), one per
-    core. One pool per process: a child forked after work does not inherit its parent's
-    threads, so it makes its own."""
-    global _helpers
-    if _helpers is None:
-        _helpers = ThreadPoolExecutor(os.cpu_count() or 1, "qtsearch-gru")
-    return _helpers
+    core, a pool per purpose ("queries", "batches"): a query's half never queues behind the
+    GRU groups of batches in flight. Pools are per process: a child forked after work does
+    not inherit its parent's threads, so it makes its own."""
+    if purpose not in _pools:
+        _pools[purpose] = ThreadPoolExecutor(os.cpu_count() or 1, f"qtsearch-{purpose}")
+    return _pools[purpose]
 
 
 def _forget_helpers() -> None:
-    global _helpers
-    _helpers = None
+    _pools.clear()
 
 
 os.register_at_fork(after_in_child=_forget_helpers)

@@ -139,7 +139,7 @@ class SteppedEncoder:
                     batch.run(0, len(self.w_hh), one_thread=False)
                     yield tag, batch.vectors()
                     continue
-                jobs = [helpers().submit(batch.run, a, b, True) for a, b in groups]
+                jobs = [helpers("batches").submit(batch.run, a, b, True) for a, b in groups]
                 pending.append((tag, batch, jobs))
                 if len(pending) > _IN_FLIGHT:
                     yield self._finish(pending.popleft())
