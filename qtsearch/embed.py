@@ -20,11 +20,11 @@ import torch
 from qtsearch.device import autocast_dtype, resolve_device
 from qtsearch.errors import ModelError
 from qtsearch.models.folder import fingerprint, is_model_folder, latest_validation, load_model
-from qtsearch.models.stepped import SteppedEncoder
 from qtsearch.text.tokenizer import tokenize
 
 if TYPE_CHECKING:
     from qtsearch.models.fused import SmallBatchEncoder
+    from qtsearch.models.stepped import SteppedEncoder
 
 DEFAULT_MODEL = Path(__file__).parent / "default_model"
 #: Batches up to this size go through the query path (qtsearch.models.fused) on the CPU;
@@ -128,9 +128,12 @@ class Encoder:
 
     @cached_property
     def _large_batches(self) -> SteppedEncoder | None:
-        """The CPU path for batches (qtsearch.models.stepped), where the model has one."""
+        """The CPU path for batches (qtsearch.models.stepped), where the model has one.
+        Imported here, like the query path: only work that embeds should pay for numba."""
         if self.device.type != "cpu":
             return None
+        from qtsearch.models.stepped import SteppedEncoder
+
         return SteppedEncoder.for_model(self.model, self.amp or torch.float32)
 
     @cached_property
