@@ -32,3 +32,9 @@ class IndexError_(QTSearchError):
 
 class OutputError(QTSearchError):
     code = 6
+
+
+class Interrupted(QTSearchError):
+    """Ctrl-C (or SIGTERM in training): the message says what was kept and how to continue."""
+
+    code = 130

@@ -34,7 +34,14 @@ import pyarrow.parquet as pq
 
 from qtsearch import __version__
 from qtsearch.embed import Encoder, load_encoder
-from qtsearch.errors import IndexError_, InputError, ModelError, OutputError, UsageError
+from qtsearch.errors import (
+    IndexError_,
+    InputError,
+    Interrupted,
+    ModelError,
+    OutputError,
+    UsageError,
+)
 from qtsearch.index.choose import TARGET_RECALL, IndexChoice, choose_index
 from qtsearch.index.faiss_backend import (
     FaissBuilder,
@@ -559,6 +566,15 @@ class Builder:
                       "parallel_stages": (os.cpu_count() or 1) >= PARALLEL_MIN_CPUS},
         }
 
+    def _interrupted(self) -> str:
+        """What a rerun of the interrupted build will not redo, and how to rerun it."""
+        read = self.state.get("read")
+        if not read:
+            return "interrupted while reading the corpus; run the same command again to start over"
+        return (f"interrupted; the {read['count']:,} sentences read and "
+                f"{len(self.state['embedded'])} of {read['shards']} embedded shards are kept in "
+                f"{self.partial}: run the same command again to continue from there")
+
     # -- the whole build -------------------------------------------------------------------
     def run(self) -> BuildResult:
         c = self.config
@@ -573,7 +589,10 @@ class Builder:
         if self.state.get("finished"):  # killed between finishing and renaming
             manifest = read_manifest(self.partial)
         else:
-            self._stages(files, encoder)
+            try:
+                self._stages(files, encoder)
+            except KeyboardInterrupt:
+                raise Interrupted(self._interrupted()) from None
             manifest = self._manifest(encoder, corpus)
             save_config(c, self.partial / CONFIG_FILE)
             write_manifest(self.partial, manifest)
@@ -746,8 +765,10 @@ def add_to_index(index_dir: str | os.PathLike, corpus: list[str], split_sentence
             "count": n - start, "seconds": round(time.perf_counter() - t0, 3),
             "at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
         write_manifest(work, manifest)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(work, ignore_errors=True)
+        if isinstance(e, KeyboardInterrupt):
+            raise Interrupted(f"interrupted; {folder} is unchanged") from None
         raise
     swap_in(work, folder)
     return AddResult(folder, n - start, n, time.perf_counter() - t0)

@@ -37,7 +37,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from qtsearch.device import autocast_dtype, resolve_device
-from qtsearch.errors import InputError, ModelError, OutputError, UsageError
+from qtsearch.errors import InputError, Interrupted, ModelError, OutputError, UsageError
 from qtsearch.jsonconfig import write_json_atomic
 from qtsearch.models.encoders import EncoderConfig
 from qtsearch.models.folder import METRICS, save_model
@@ -46,7 +46,7 @@ from qtsearch.pretrained import glove_matrix, load_glove
 from qtsearch.text.nli import NLIPair, label_counts, read_nli
 from qtsearch.text.tokenizer import tokenize
 from qtsearch.text.vocab import PAD, UNK, Vocab
-from qtsearch.training import Interrupted, _stop_signals_save_checkpoint, check_run_options
+from qtsearch.training import _stop_signals_save_checkpoint, check_run_options
 
 log = logging.getLogger("qtsearch")
 

@@ -32,7 +32,13 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from qtsearch.device import autocast_dtype, resolve_device
-from qtsearch.errors import InputError, ModelError, OutputError, QTSearchError, UsageError
+from qtsearch.errors import (
+    InputError,
+    Interrupted,
+    ModelError,
+    OutputError,
+    UsageError,
+)
 from qtsearch.jsonconfig import write_json_atomic
 from qtsearch.models.encoders import ENCODERS, EncoderConfig
 from qtsearch.models.folder import METRICS, build_model, save_model
@@ -42,10 +48,6 @@ from qtsearch.text.reader import list_files
 from qtsearch.text.token_corpus import TokenCorpus
 
 log = logging.getLogger("qtsearch")
-
-
-class Interrupted(QTSearchError):
-    code = 130
 
 
 @contextlib.contextmanager

@@ -36,11 +36,12 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"
 
 #: Runs the CLI (argv after the first five arguments) with MODULE:ATTR wrapped so that the
-#: process SIGKILLs itself before/after the n-th call whose first argument's text ends with
-#: SUFFIX (an empty SUFFIX matches every call).
+#: process SIGKILLs itself (or sends itself $QT_TEST_SIGNAL) before/after the n-th call whose
+#: first argument's text ends with SUFFIX (an empty SUFFIX matches every call).
 KILLER = r"""
 import importlib, os, signal, sys
 target, when, nth, suffix = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+SIG = getattr(signal, os.environ.get("QT_TEST_SIGNAL", "SIGKILL"))
 module, attr = target.split(":")
 owner = importlib.import_module(module)
 *path, name = attr.split(".")
@@ -54,10 +55,10 @@ def wrapper(*args, **kwargs):
         return original(*args, **kwargs)
     calls += 1
     if when == "before" and calls == nth:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), SIG)
     result = original(*args, **kwargs)
     if when == "after" and calls == nth:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), SIG)
     return result
 setattr(owner, name, wrapper)
 from qtsearch.cli import main
@@ -254,6 +255,47 @@ def test_build_killed_then_rerun_equals_uninterrupted(name, target, when, nth, s
     assert code == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wiki"]  # no leftovers
     assert_same_index(out, index_reference)
+
+
+def test_ctrl_c_says_what_is_kept_and_the_same_command_finishes_the_build(
+        index_corpus, tiny_model, index_reference, tmp_path):
+    """A real SIGINT as the third shard is embedded: exit 130 with one line saying what is
+    kept and what to run; rerunning that command ends with the uninterrupted build's index."""
+    out = tmp_path / "wiki"
+    argv = index_argv(index_corpus, tiny_model, out)
+    r = subprocess.run([sys.executable, "-c", KILLER, "qtsearch.indexer:_write_npy", "after",
+                        "3", "", *argv], capture_output=True, text=True,
+                       env={**ENV, "QT_TEST_SIGNAL": "SIGINT"}, timeout=600)
+    assert r.returncode == 130, r.stderr[-2000:]
+    count = json.loads((index_reference / "manifest.json").read_text())["count"]
+    # the signal lands as the third shard's file is written, before the build records it
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"qtsearch: error: interrupted; the {count:,} sentences read and 2 of 10 embedded shards "
+        f"are kept in {out}.partial: run the same command again to continue from there")
+    assert not out.exists()
+    code, _ = run_cli(*argv)
+    assert code == 0
+    assert_same_index(out, index_reference)
+
+
+def test_ctrl_c_during_add_leaves_the_index_unchanged(index_corpus, tiny_model,
+                                                      index_reference, tmp_path):
+    import shutil
+
+    folder = tmp_path / "wiki"
+    shutil.copytree(index_reference, folder)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    more = tmp_path / "more.txt"
+    more.write_text("One more sentence to add.\nAnd another one.\n", encoding="utf-8")
+    r = subprocess.run([sys.executable, "-c", KILLER, "qtsearch.store:MetadataStore.insert_many",
+                        "before", "1", "", "add", str(folder), str(more), "-q"],
+                       capture_output=True, text=True, env={**ENV, "QT_TEST_SIGNAL": "SIGINT"},
+                       timeout=600)
+    assert r.returncode == 130, r.stderr[-2000:]
+    last = r.stderr.strip().splitlines()[-1]
+    assert last == f"qtsearch: error: interrupted; {folder} is unchanged"
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["more.txt", "wiki"]
 
 
 def test_killed_overwrite_keeps_the_old_index_whole(index_corpus, tiny_model, index_reference,
