@@ -37,7 +37,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         # standalone mode: Typer prints usage errors (exit 2) and --help itself
         app(args=argv, prog_name="qtsearch")
-    except KeyboardInterrupt:
+    except SystemExit as e:
+        if e.code == 130:  # Typer's silent exit for a Ctrl-C that no command explained
+            print("qtsearch: interrupted", file=sys.stderr)
+        raise
+    except KeyboardInterrupt:  # before Typer runs a command
         print("qtsearch: interrupted", file=sys.stderr)
         sys.exit(130)
     except QTSearchError as e:

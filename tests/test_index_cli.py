@@ -189,3 +189,17 @@ def test_kill_then_rerun_gives_identical_index(built, corpus, tiny_model, tmp_pa
     ref = json.loads((built / "manifest.json").read_text())
     got = json.loads((out / "manifest.json").read_text())
     assert _stable(got) == _stable(ref)
+
+
+def test_ctrl_c_in_any_command_ends_with_one_line(built, capsys, monkeypatch):
+    """Typer turns a KeyboardInterrupt into a silent exit 130; the CLI still says why it
+    stopped (commands with more to say, like build-index, say it themselves)."""
+    from qtsearch.commands import index as index_commands
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(index_commands, "read_manifest", interrupted)
+    code, out, err = run(capsys, "export", str(built), "x.parquet")
+    assert code == 130
+    assert err.strip() == "qtsearch: interrupted"
