@@ -200,6 +200,6 @@ def test_ctrl_c_in_any_command_ends_with_one_line(built, capsys, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(index_commands, "read_manifest", interrupted)
-    code, out, err = run(capsys, "export", str(built), "x.parquet")
+    code, _, err = run(capsys, "export", str(built), "x.parquet")
     assert code == 130
     assert err.strip() == "qtsearch: interrupted"

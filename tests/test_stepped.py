@@ -94,3 +94,27 @@ def test_batches_in_flight_come_back_in_order_and_a_caller_may_stop_early(shared
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(suite_threads)
+
+
+def test_more_cores_than_grus_split_the_rows_too(shared_data, tiny_model, monkeypatch):
+    """A uni-GRU model has two GRUs: on four cores each GRU's rows are halved, so that every
+    core has a share; the vectors are those of one thread doing it all."""
+    import os
+
+    assert stepped._shares(2, 60, 4) == [(0, 1, 0, 30), (0, 1, 30, 60), (1, 2, 0, 30),
+                                         (1, 2, 30, 60)]
+    assert stepped._shares(8, 512, 2) == [(0, 4, 0, 512), (4, 8, 0, 512)]
+    assert stepped._shares(2, 3, 16) == [(0, 1, 0, 1), (0, 1, 1, 2), (0, 1, 2, 3),
+                                         (1, 2, 0, 1), (1, 2, 1, 2), (1, 2, 2, 3)]
+    encoder = load_encoder(tiny_model, device="cpu", precision="fp32")
+    fast = SteppedEncoder.for_model(encoder.model, torch.bfloat16)
+    batch, lengths = _batch(encoder, shared_data, 60)
+    alone = fast.embed(batch, lengths)  # the suite's one torch thread
+    suite_threads = torch.get_num_threads()
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    torch.set_num_threads(4)
+    try:
+        split = fast.embed(batch, lengths)
+    finally:
+        torch.set_num_threads(suite_threads)
+    torch.testing.assert_close(split, alone, atol=0, rtol=0)  # row by row the same arithmetic

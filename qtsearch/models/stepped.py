@@ -11,10 +11,11 @@ matmul, in its precision. Torch ran those gates as six bf16 operations each read
 the whole [GRUs, rows, 3H] block; they took two thirds of the step.
 
 Rows are sorted by length so that the rows still reading at step t are a prefix of the batch:
-finished rows drop out of the work and keep their final state. The GRUs are split into one
-group per core, each stepped by its own thread with one torch thread, so the cores never wait
-for each other within a step. On 2 cores with bf16 this embedded ~3x as many sentences per
-second as the `nn.GRU` path, with vectors within cosine 0.9999 of it (tests/test_stepped.py).
+finished rows drop out of the work and keep their final state. The work is split into one
+share per core (groups of GRUs, and rows where cores outnumber GRUs), each stepped by its own
+thread with one torch thread, so the cores never wait for each other within a step. On 2
+cores with bf16 this embedded ~3x as many sentences per second as the `nn.GRU` path, with
+vectors within cosine 0.9999 of it (tests/test_stepped.py).
 
 Inference only (no autograd), CPU only: on a GPU, cuDNN's GRU runs a whole batch per call.
 """
@@ -81,6 +82,18 @@ def _numpy(t: Tensor) -> np.ndarray:
     return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
 
 
+def _shares(n_gru: int, n_rows: int, cores: int) -> list[tuple[int, int, int, int]]:
+    """(first GRU, end, first row, end) of each core's share of a batch: groups of whole GRUs
+    (each reads its own weights once a step for all rows); with more cores than GRUs (a
+    uni-GRU model has two), each GRU's rows are split too, evenly, as the embedder's batches
+    hold sentences of similar length."""
+    groups = min(n_gru, cores)
+    parts = max(1, min(cores // groups, n_rows))
+    grus = [round(i * n_gru / groups) for i in range(groups + 1)]
+    rows = [round(i * n_rows / parts) for i in range(parts + 1)]
+    return [(a, b, lo, hi) for a, b in pairwise(grus) for lo, hi in pairwise(rows)]
+
+
 class SteppedEncoder:
     """[f(s); g(s)] for batches of token ids, equal to `QuickThoughts.embed` up to rounding."""
 
@@ -123,23 +136,23 @@ class SteppedEncoder:
     def embed_all(self, batches: Iterable[tuple[T, Tensor, Tensor]]) -> Iterator[tuple[T, Tensor]]:
         """(tag, vectors) for each (tag, ids, lengths) of `batches`, in order.
 
-        Each batch's GRUs are split into one group per core, and the groups of successive
+        Each batch is split into one share per core (`_shares`), and the shares of successive
         batches go to the helper threads as they free up (up to `_IN_FLIGHT` batches ahead):
         no core waits for a slower one or for the caller's work between batches (tokenising,
         writing), which a barrier per batch cost ~10% of the stage.
         """
         threads = torch.get_num_threads()
-        cores = min(len(self.w_hh), threads, os.cpu_count() or 1)
-        groups = list(pairwise(round(i * len(self.w_hh) / cores) for i in range(cores + 1)))
+        cores = min(threads, os.cpu_count() or 1)
         pending: deque[tuple[T, _Batch, list[Future[None]]]] = deque()
         try:
             for tag, ids, lengths in batches:
                 batch = _Batch(self, ids, lengths)
                 if cores == 1:  # torch's own threads (if any) in this thread
-                    batch.run(0, len(self.w_hh), one_thread=False)
+                    batch.run(0, len(self.w_hh), 0, len(ids), one_thread=False)
                     yield tag, batch.vectors()
                     continue
-                jobs = [helpers("batches").submit(batch.run, a, b, True) for a, b in groups]
+                jobs = [helpers("batches").submit(batch.run, *share, True)
+                        for share in _shares(len(self.w_hh), len(ids), cores)]
                 pending.append((tag, batch, jobs))
                 if len(pending) > _IN_FLIGHT:
                     yield self._finish(pending.popleft())
@@ -176,17 +189,20 @@ class _Batch:
         self.h_mm = torch.zeros(n_gru, len(ids), encoder.hidden, dtype=encoder.dtype)
 
     @torch.inference_mode()
-    def run(self, first: int, last: int, one_thread: bool) -> None:
-        """Step GRUs first..last-1 through the whole batch."""
+    def run(self, first: int, last: int, lo: int, hi: int, one_thread: bool) -> None:
+        """Step GRUs first..last-1 through rows lo..hi-1 of the batch."""
         if one_thread:
             torch.set_num_threads(1)  # for this OS thread (an OpenMP setting)
         enc = self.encoder
-        table, h_bits = _numpy(enc.table), _numpy(self.h_mm)[first:last]
-        w, b_hn, h, h_mm = enc.w_hh[first:last], enc.b_hn[first:last], self.h[first:last], \
-            self.h_mm[first:last]
-        for t, n in enumerate(self.reading):
+        table, w, b_hn = _numpy(enc.table), enc.w_hh[first:last], enc.b_hn[first:last]
+        h, h_mm = self.h[first:last, lo:hi], self.h_mm[first:last, lo:hi]
+        h_bits = _numpy(self.h_mm)[first:last, lo:hi]
+        for t, reading in enumerate(self.reading):
+            n = min(reading, hi) - lo  # rows are longest first: once none reads, none will
+            if n <= 0:
+                break
             gh = _numpy(torch.bmm(h_mm[:, :n], w))
-            _advance(gh, table, b_hn, self.rows[t, first:last, :n], h, h_bits)
+            _advance(gh, table, b_hn, self.rows[t, first:last, lo : lo + n], h, h_bits)
 
     def vectors(self) -> Tensor:
         """[B, G·H] float32, rows in the batch's input order."""
