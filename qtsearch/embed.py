@@ -120,6 +120,15 @@ class Encoder:
                     progress(len(rows))
         return out
 
+    @property
+    def tokenises_alongside(self) -> bool:
+        """Whether a thread may tokenise the next input while `encode_ids` runs: on a GPU,
+        and on the CPU batch path, whose threads never wait for each other within a step
+        (100k Gutenberg sentences in shards of 10k: 6% faster). Not through `nn.GRU` on the
+        CPU: every timestep ends at an OpenMP barrier, which waits for a thread descheduled
+        by the tokeniser (a small GRU ran 20x slower on 2 cores)."""
+        return self.device.type == "cuda" or self._large_batches is not None
+
     def warm_up(self) -> None:
         """Get the query path ready ahead of the first query: its compiled loop loaded and
         every word's input projection computed (~0.5 s, 288 MB for the shipped model)."""

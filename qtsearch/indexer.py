@@ -397,13 +397,9 @@ class Builder:
     def _embed(self, encoder: Encoder) -> None:
         """Embed every shard not embedded yet, in length-sorted batches (Encoder.encode).
 
-        On the CPU tokenisation stays in this thread on purpose: a tokenising thread beside
-        torch's OpenMP threads oversubscribed 2 cores and made a small GRU 20x slower (every
-        timestep waits at an OpenMP barrier for a descheduled thread); beside the stepped
-        path's helper threads it gained nothing measurable (100k: 16.1 vs 15.4 s). With a GPU
-        encoding, a thread tokenises the next shard meanwhile: in the main thread tokenising
-        took 29 of the 43 s embedding stage of a 1M-sentence build on an H100, the GPU idle
-        meanwhile."""
+        Where `Encoder.tokenises_alongside`, a thread tokenises the next shard meanwhile: in
+        the main thread tokenising took 29 of the 43 s embedding stage of a 1M-sentence build
+        on an H100, the GPU idle meanwhile, and ~6% of the stage on 2 CPU cores."""
         c = self.config
         t0 = time.perf_counter()
         count, shards = self.state["read"]["count"], self.state["read"]["shards"]
@@ -417,7 +413,7 @@ class Builder:
         todo = [i for i in range(shards) if i not in done]
         with self.progress.stage("embed", count, "sentences") as advance:
             advance(already)
-            ahead = encoder.device.type == "cuda"
+            ahead = encoder.tokenises_alongside
             for i, ids in zip(todo, _one_ahead(token_ids, todo, ahead), strict=True):
                 vectors = encoder.encode_ids(ids, c.batch_size, normalize=True,
                                              progress=advance)
