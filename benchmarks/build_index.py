@@ -15,9 +15,10 @@ The last lines are a Markdown table ready for the README. Use --json FILE to kee
 
 Chained with the query benchmark, the 1M sentences are embedded once (embedding is ~85% of
 the cost): build flat indexes and keep the largest, then derive the other index types from it.
-With the shipped 1200-d model on 2 cores, expect ~6 min for this step (embedding 1.11M
-sentences ~4 min per million, flat add ~30 s, metadata ~5 s at 1M) and ~10-12 min for
-query_latency.py (sq8/ivf-pq/hnsw derived from the kept vectors, HNSW being the slow one):
+With the shipped 1200-d model on 2 cores, expect ~8 min for this step (writing the corpus,
+embedding 1.11M sentences ~3 min per million, flat add ~30 s, metadata ~5 s at 1M) and
+~10-12 min for query_latency.py (sq8/ivf-pq/hnsw derived from the kept vectors, HNSW being
+the slow one):
 
     python benchmarks/build_index.py --index flat --sentences 10000 100000 1000000 \
         --keep /tmp/qt-bench/flat_1000000 --json /tmp/qt-bench/build.json

@@ -27,7 +27,7 @@ hnsw ~5 min to derive, ~2 min of measuring):
     python benchmarks/query_latency.py --from-index /tmp/qt-bench/flat_1000000 \
         --work /tmp/qt-bench --out /tmp/qt-bench/query.json
 
-or on its own (embeds N sentences once, ~4 min per million on 2 cores):
+or on its own (embeds N sentences once, ~3 min per million on 2 cores):
 
     python benchmarks/query_latency.py --model MODEL --sentences 1000000 --work /tmp/qt-bench
 """

@@ -684,7 +684,7 @@ def build_from_index(source: str | os.PathLike, out: str | os.PathLike, index_ty
                      console: Any = None) -> BuildResult:
     """Build an `index_type` index folder at `out` from the vectors and metadata of the flat
     index `source`, without reading or embedding the corpus again (embedding is by far the
-    costliest stage: ~4 min per million sentences on 2 cores). Its manifest records the
+    costliest stage: ~3 min per million sentences on 2 cores). Its manifest records the
     source under build.derived_from; its stages hold only the work done here."""
     folder = Path(source)
     manifest = read_manifest(folder)

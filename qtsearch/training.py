@@ -32,13 +32,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from qtsearch.device import autocast_dtype, resolve_device
-from qtsearch.errors import (
-    InputError,
-    Interrupted,
-    ModelError,
-    OutputError,
-    UsageError,
-)
+from qtsearch.errors import InputError, Interrupted, ModelError, OutputError, UsageError
 from qtsearch.jsonconfig import write_json_atomic
 from qtsearch.models.encoders import ENCODERS, EncoderConfig
 from qtsearch.models.folder import METRICS, build_model, save_model

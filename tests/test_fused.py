@@ -43,7 +43,7 @@ def test_encoder_uses_it_for_small_fp32_batches_only(shared_data):
     fp32 = load_encoder(None, device="cpu", precision="fp32")
     assert fp32._small_batches is not None
     small = fp32.encode(texts[:3], normalize=True)  # query path
-    large = fp32.encode(texts, normalize=True)  # torch path (more than SMALL_BATCH)
+    large = fp32.encode(texts, normalize=True)  # batch path (more than SMALL_BATCH)
     np.testing.assert_allclose(small, large[:3], atol=1e-5)
     np.testing.assert_allclose(np.linalg.norm(small, axis=1), 1.0, atol=1e-5)
     assert load_encoder(None, device="cpu", precision="bf16")._small_batches is None
@@ -104,14 +104,14 @@ def test_length_groups_only_where_they_save_padding():
 
 
 def test_a_forked_child_encodes_queries_too(shared_data):
-    """The second thread is per process: a child forked after queries (a pre-forking server)
-    must not wait forever on its parent's thread, which does not exist in the child."""
+    """The helper threads are per process: a child forked after queries (a pre-forking
+    server) must not wait forever on its parent's threads, which do not exist in the child."""
     import os
     import time
 
     encoder = load_encoder(None, device="cpu", precision="fp32")
     texts = _sentences(shared_data, 2)
-    parent = encoder.encode(texts)  # the helper thread now exists in this process
+    parent = encoder.encode(texts)  # the helper threads now exist in this process
     pid = os.fork()
     if pid == 0:  # child: same vectors, then leave without pytest's teardown
         ok = np.allclose(encoder.encode(texts), parent, atol=1e-6)

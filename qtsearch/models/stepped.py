@@ -52,12 +52,13 @@ T = TypeVar("T")
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=True)
 def _advance(gh, table, b_hn, rows, h, h_mm):  # pragma: no cover - compiled
-    """One timestep of a group of GRUs over the first rows of a batch.
+    """One timestep of a share of a batch: G GRUs over the first n of its rows still reading.
 
     gh [G, n, 3H] = h_mm · W_hh (torch's matmul); rows [G, n]: the table row each GRU reads
     at this step; table [ΣV, 3H]: input projections with the r and z recurrent biases;
-    b_hn [G, H]; h [G, B, H] float32 states, updated in place, and h_mm [G, B, H] the same
-    states in the matmul's precision (bf16 as uint16 bits, or float32).
+    b_hn [G, H]; h [G, ≥n, H] float32 states of the share's rows, updated in place, and
+    h_mm [G, ≥n, H] the same states in the matmul's precision (bf16 as uint16 bits, or
+    float32).
     """
     n_gru, n_rows = rows.shape
     hidden = h.shape[2]
