@@ -103,7 +103,7 @@ def model_figures(model_path: str | None, device: str, precision: str,
     """FLOPs per token, mean tokens per sentence (on a sample) and the matmul ceiling."""
     import torch
 
-    from qtsearch.embed import load_encoder
+    from qtsearch.encode.encoder import load_encoder
 
     enc = load_encoder(model_path, device=device, precision=precision)
     tokens = sum(len(enc.token_ids(s)) for s in sample) / max(1, len(sample))
@@ -111,7 +111,7 @@ def model_figures(model_path: str | None, device: str, precision: str,
     return {"model": str(enc.path), "dim": enc.dim, "device": str(enc.device),
             "precision": precision, "flops_per_token": gru_flops_per_token(enc.model),
             # the CPU batch path looks the input projections up per word: only the recurrent
-            # matmuls are executed per token (qtsearch/models/stepped.py)
+            # matmuls are executed per token (qtsearch/inference/stepped.py)
             "executed_flops_per_token": gru_flops_per_token(
                 enc.model, "weight_hh" if enc._large_batches is not None else "weight_"),
             "tokens_per_sentence": tokens, "threads": torch.get_num_threads(),
@@ -167,9 +167,9 @@ def main() -> None:
     if args.keep and args.keep.exists():
         ap.error(f"--keep {args.keep}: already exists; remove it or choose another folder")
 
+    from qtsearch.build.pipeline import folder_bytes, total_seconds
     from qtsearch.errors import QTSearchError
     from qtsearch.index import read_manifest
-    from qtsearch.indexer import folder_bytes, total_seconds
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="qtsearch-bench-"))
     work.mkdir(parents=True, exist_ok=True)

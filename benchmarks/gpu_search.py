@@ -57,7 +57,7 @@ def main() -> None:
         raise SystemExit("gpu_search: needs a CUDA GPU")
 
     from qtsearch.index.faiss_backend import recall_at_k
-    from qtsearch.search import Index
+    from qtsearch.query.search import Index
 
     t = time.perf_counter()
     index = Index.open(args.index, device="cuda")

@@ -1,11 +1,11 @@
 """Query latency and recall of every index type on N Gutenberg sentences.
 
 The corpus is embedded once: a flat index (exact search, the reference) is built by the real
-builder (`qtsearch.indexer.build_index`, the code path of `qtsearch build-index`) from the
+builder (`qtsearch.build.pipeline.build_index`, the code path of `qtsearch build-index`) from the
 first N sentences of the shared Gutenberg books, one per line, a blank line between books, or
 taken as it is with `--from-index DIR` (e.g. the 1M flat index `build_index.py --keep` leaves).
 The other types (sq8, ivf-pq, hnsw) are derived from its vectors and metadata with
-`qtsearch.indexer.build_from_index`, which runs the builder's own index stage (choice,
+`qtsearch.build.pipeline.build_from_index`, which runs the builder's own index stage (choice,
 training sample, add, recall tuning): the same index `build-index --index TYPE` makes, without
 embedding the corpus again. Queries are held-out sentences read after the first N. Each index
 is then opened with `qtsearch.Index` (as the CLI and the shell do) and measured:
@@ -118,7 +118,7 @@ def write_corpus(path: Path, n: int, n_queries: int) -> list[str]:
 def queries_after(flat: Path, n_queries: int) -> list[str]:
     """Held-out queries for an existing index of the first N book sentences; checks that its
     last sentence is sentence N of the books (else the queries could be indexed sentences)."""
-    from qtsearch.store import MetadataStore
+    from qtsearch.index.store import MetadataStore
 
     with MetadataStore.open(flat / "meta.sqlite") as store:
         n = store.count()
@@ -135,8 +135,8 @@ def build_flat(corpus: Path, model: str, out: Path, n: int) -> dict[str, Any]:
     """Build (or reuse) the flat reference index; returns its manifest."""
     from rich.console import Console
 
-    from qtsearch.embed import load_encoder
-    from qtsearch.indexer import IndexConfig, build_index
+    from qtsearch.build.pipeline import IndexConfig, build_index
+    from qtsearch.encode.encoder import load_encoder
 
     manifest_path = out / "manifest.json"
     if manifest_path.is_file():
@@ -157,7 +157,7 @@ def derive(flat: Path, flat_manifest: dict[str, Any], out: Path, index_type: str
     """Build (or reuse) an `index_type` index from the flat index's vectors."""
     from rich.console import Console
 
-    from qtsearch.indexer import build_from_index
+    from qtsearch.build.pipeline import build_from_index
 
     manifest_path = out / "manifest.json"
     if manifest_path.is_file():
@@ -193,7 +193,7 @@ def _timed(fn: Any, *args: Any) -> float:
 def measure(folder: Path, queries: list[str], truth: np.ndarray, k: int, single: int,
             sweep: bool) -> dict[str, Any]:
     """Latency, throughput and recall of one index folder, opened as the CLI opens it."""
-    from qtsearch.search import Index
+    from qtsearch.query.search import Index
 
     t0 = time.perf_counter()
     idx = Index.open(folder, device="cpu")
@@ -344,7 +344,7 @@ def main() -> None:
         if t != "flat":
             derive(flat, flat_manifest, folders[t], t)
 
-    from qtsearch.search import Index
+    from qtsearch.query.search import Index
 
     with Index.open(flat, device="cpu") as exact:
         queries = [q for q in queries if exact.encoder.known_words(q) > 0]

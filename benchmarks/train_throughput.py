@@ -23,7 +23,7 @@ from rich.table import Table
 
 from qtsearch.device import autocast_dtype, resolve_device
 from qtsearch.models.objective import qt_loss
-from qtsearch.training import TrainConfig, Trainer
+from qtsearch.training.trainer import TrainConfig, Trainer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gutenberg"
 BOOKS = [

@@ -43,7 +43,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small uni-GRU QT model trained on two real Austen novels (a few seconds on 1 core)."""
     import torch
 
-    from qtsearch.training import TrainConfig, train
+    from qtsearch.training.trainer import TrainConfig, train
 
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("tiny_model")
@@ -76,7 +76,7 @@ def flat(tmp_path_factory: pytest.TempPathFactory, shared_data: Path, tiny_model
 @pytest.fixture(scope="session")
 def api(flat: Path):
     """The flat index opened once through the Python API."""
-    from qtsearch.search import Index
+    from qtsearch.query.search import Index
 
     with Index.open(flat) as idx:
         yield idx

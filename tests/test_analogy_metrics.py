@@ -101,7 +101,7 @@ def test_questions_are_the_four_orders_of_each_tuple() -> None:
 
 
 def test_evaluate_a_real_model_and_reuse_the_cache(tiny_model, tmp_path, monkeypatch) -> None:
-    from qtsearch.embed import load_encoder
+    from qtsearch.encode.encoder import load_encoder
 
     monkeypatch.setenv("QTSEARCH_CACHE", str(tmp_path / "cache"))
     encoder = load_encoder(tiny_model, device="cpu")

@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qtsearch.baselines import (
+from qtsearch.encode.baselines import (
     GloveBow,
     SentenceEncoder,
     random_like,
     resolve_encoder,
     resolve_encoders,
 )
+from qtsearch.encode.pretrained import load_glove
 from qtsearch.errors import ModelError
-from qtsearch.pretrained import load_glove
 
 
 @pytest.fixture(autouse=True)

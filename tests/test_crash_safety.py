@@ -135,7 +135,7 @@ TRAIN_KILLS = [
     # between two checkpoints (qt_loss runs once per step and once per validation)
     ("mid-way", "qtsearch.models.encoders:qt_loss", "before", 9, "", "resume"),
     # inside the 2nd checkpoint write: tensors written to checkpoint.tmp, state.json not yet
-    ("checkpoint-write", "qtsearch.training:save_file", "after", 2, "", "resume"),
+    ("checkpoint-write", "qtsearch.training.trainer:save_file", "after", 2, "", "resume"),
     # the 2nd checkpoint complete in checkpoint.tmp, the old one removed, the rename not done
     ("checkpoint-swap", "pathlib:Path.rename", "before", 2, "checkpoint.tmp", "resume"),
     # after the checkpoint, while the model files are refreshed (weights new, config not yet)
@@ -233,12 +233,12 @@ def index_reference(index_corpus, tiny_model, tmp_path_factory) -> Path:
 
 
 INDEX_KILLS = [
-    ("several-shards", "qtsearch.indexer:_write_npy", "after", 3, ""),
-    ("index-written", "qtsearch.indexer:write_faiss_index", "after", 1, ""),
-    ("metadata-half", "qtsearch.store:MetadataStore.insert_many", "after", 4, ""),
-    ("parquet-export", "qtsearch.store:MetadataStore.to_parquet", "before", 1, ""),
+    ("several-shards", "qtsearch.build.pipeline:_write_npy", "after", 3, ""),
+    ("index-written", "qtsearch.build.pipeline:write_faiss_index", "after", 1, ""),
+    ("metadata-half", "qtsearch.index.store:MetadataStore.insert_many", "after", 4, ""),
+    ("parquet-export", "qtsearch.index.store:MetadataStore.to_parquet", "before", 1, ""),
     ("cleanup", "shutil:rmtree", "before", 1, "shards"),
-    ("before-rename", "qtsearch.indexer:swap_in", "before", 1, ""),
+    ("before-rename", "qtsearch.build.pipeline:swap_in", "before", 1, ""),
 ]
 
 
@@ -263,7 +263,7 @@ def test_ctrl_c_says_what_is_kept_and_the_same_command_finishes_the_build(
     kept and what to run; rerunning that command ends with the uninterrupted build's index."""
     out = tmp_path / "wiki"
     argv = index_argv(index_corpus, tiny_model, out)
-    r = subprocess.run([sys.executable, "-c", KILLER, "qtsearch.indexer:_write_npy", "after",
+    r = subprocess.run([sys.executable, "-c", KILLER, "qtsearch.build.pipeline:_write_npy", "after",
                         "3", "", *argv], capture_output=True, text=True,
                        env={**ENV, "QT_TEST_SIGNAL": "SIGINT"}, timeout=600)
     assert r.returncode == 130, r.stderr[-2000:]
@@ -287,7 +287,8 @@ def test_ctrl_c_during_add_leaves_the_index_unchanged(index_corpus, tiny_model,
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     more = tmp_path / "more.txt"
     more.write_text("One more sentence to add.\nAnd another one.\n", encoding="utf-8")
-    r = subprocess.run([sys.executable, "-c", KILLER, "qtsearch.store:MetadataStore.insert_many",
+    r = subprocess.run([sys.executable, "-c", KILLER,
+                        "qtsearch.index.store:MetadataStore.insert_many",
                         "before", "1", "", "add", str(folder), str(more), "-q"],
                        capture_output=True, text=True, env={**ENV, "QT_TEST_SIGNAL": "SIGINT"},
                        timeout=600)
@@ -309,7 +310,7 @@ def test_killed_overwrite_keeps_the_old_index_whole(index_corpus, tiny_model, in
     small = tmp_path / "small.txt"
     small.write_text("A different corpus.\nWith two lines.\n", encoding="utf-8")
     argv = [*index_argv(small, tiny_model, out), "--overwrite"]
-    killed_run("qtsearch.indexer:write_faiss_index", "after", 1, argv)
+    killed_run("qtsearch.build.pipeline:write_faiss_index", "after", 1, argv)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
@@ -335,7 +336,7 @@ def test_reader_of_a_replaced_index_keeps_its_answers(index_corpus, tiny_model,
     the new index."""
     import shutil
 
-    from qtsearch.search import Index
+    from qtsearch.query.search import Index
 
     folder = tmp_path / "wiki"
     shutil.copytree(index_reference, folder)

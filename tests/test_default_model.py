@@ -11,7 +11,7 @@ import pytest
 
 from qtsearch import load_encoder
 from qtsearch.demo import CORPUS, ensure_demo_index
-from qtsearch.embed import DEFAULT_MODEL
+from qtsearch.encode.encoder import DEFAULT_MODEL
 from qtsearch.models.folder import latest_validation, read_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,7 +36,7 @@ def test_shipped_model_is_small_safe_and_records_its_validation() -> None:
 
 
 def test_battle_finds_war_and_songs_find_music(demo_index: Path) -> None:
-    from qtsearch.search import Index
+    from qtsearch.query.search import Index
 
     with Index.open(demo_index, device="cpu") as index:
         assert index.count > 5000

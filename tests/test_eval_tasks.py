@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qtsearch.baselines import GloveBow
-from qtsearch.embed import load_encoder
+from qtsearch.encode.baselines import GloveBow
+from qtsearch.encode.encoder import load_encoder
 from qtsearch.errors import InputError, UsageError
 from qtsearch.evaluation import classifier
 from qtsearch.evaluation.engine import (

@@ -1,12 +1,12 @@
-"""The query path (qtsearch/models/fused.py: numpy + a numba loop) against the torch modules."""
+"""The query path (qtsearch/inference/fused.py: numpy + a numba loop) against the torch modules."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from qtsearch.embed import SMALL_BATCH, load_encoder
-from qtsearch.models.fused import SmallBatchEncoder
+from qtsearch.encode.encoder import SMALL_BATCH, load_encoder
+from qtsearch.inference.fused import SmallBatchEncoder
 from qtsearch.text.reader import read_sentences
 
 EMMA = "gutenberg/0003-austen-jane--emma.txt.gz"
@@ -53,7 +53,7 @@ def test_encoder_uses_it_for_small_fp32_batches_only(shared_data):
 def test_word_projections_are_computed_once_and_warm_up_fills_them(shared_data):
     """Rows computed on first use equal the whole table computed at warm-up; the threaded
     split of the GRUs gives the same vectors as one thread running them all."""
-    from qtsearch.models import fused
+    from qtsearch.inference import fused
 
     encoder = load_encoder(None, device="cpu", precision="fp32")
     ids = [encoder.token_ids(t) for t in _sentences(shared_data, 5)]

@@ -14,7 +14,7 @@ import torch
 from qtsearch.index import open_faiss_index
 from qtsearch.index.faiss_backend import FaissBuilder, flat_vectors, recall_at_k
 from qtsearch.index.gpu import FlatSearch, assign_numpy, spherical_kmeans
-from qtsearch.search import Index
+from qtsearch.query.search import Index
 
 CPU = torch.device("cpu")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -104,7 +104,7 @@ def test_index_open_on_cuda_searches_on_the_gpu(flat):
 
 def test_one_ahead_keeps_order_and_results():
     """The shard prefetch used beside a GPU yields what the plain loop yields, in order."""
-    from qtsearch.indexer import _one_ahead
+    from qtsearch.build.pipeline import _one_ahead
 
     items = [3, 1, 2, 5]
     assert list(_one_ahead(lambda i: i * i, items, True)) == [9, 1, 4, 25]

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from conftest import wikitext_slice
 
+from qtsearch.build.pipeline import IndexConfig, build_from_index, build_index
 from qtsearch.errors import OutputError, UsageError
 from qtsearch.index import open_faiss_index, read_manifest
-from qtsearch.indexer import IndexConfig, build_from_index, build_index
-from qtsearch.search import Index
+from qtsearch.query.search import Index
 
 #: ~1,500 sentences of WikiText-2 validation articles.
 CORPUS_BYTES = 200_000

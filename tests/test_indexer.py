@@ -10,12 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import wikitext_slice
 
-from qtsearch.embed import load_encoder
+from qtsearch.build.pipeline import IndexConfig, add_to_index, build_index, default_out
+from qtsearch.encode.encoder import load_encoder
 from qtsearch.errors import InputError, ModelError, OutputError
 from qtsearch.index import apply_search_params, gpu_available, open_faiss_index, read_manifest
 from qtsearch.index.choose import FLAT_MAX, SQ8_MAX, choose_index, ivf_lists
-from qtsearch.indexer import IndexConfig, add_to_index, build_index, default_out
-from qtsearch.store import MetadataStore
+from qtsearch.index.store import MetadataStore
 
 #: ~3,700 sentences of WikiText-2 validation articles, split from running text.
 CORPUS_BYTES = 500_000
@@ -228,7 +228,7 @@ def test_gpu_build_matches_cpu(flat_index, corpus, tiny_model, tmp_path):
 
 def test_interrupted_rename_resumes_without_rework(corpus, tiny_model, tmp_path, monkeypatch):
     """A stop after the index is complete but before the rename: the rerun only renames."""
-    import qtsearch.indexer as indexer
+    import qtsearch.build.pipeline as indexer
 
     cfg = IndexConfig(corpus=[str(corpus)], model=str(tiny_model), out=str(tmp_path / "a"),
                       split_sentences=True, index="flat", shard_size=2000)

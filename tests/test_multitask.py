@@ -14,8 +14,8 @@ from safetensors.numpy import load_file
 
 from qtsearch import load_encoder
 from qtsearch.models.folder import read_metrics
-from qtsearch.multitask_training import MultitaskConfig, task_schedule, train_multitask
 from qtsearch.text.vocab import Vocab
+from qtsearch.training.multitask import MultitaskConfig, task_schedule, train_multitask
 
 REPO = Path(__file__).resolve().parents[1]
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"

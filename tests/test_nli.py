@@ -18,8 +18,8 @@ from qtsearch.errors import InputError, ModelError, UsageError
 from qtsearch.models.encoders import EncoderConfig
 from qtsearch.models.folder import read_metrics
 from qtsearch.models.infersent import InferSent, NLIClassifier, pair_features
-from qtsearch.nli_training import NLITask, NLITrainConfig, split_by_premise, train_nli
 from qtsearch.text.nli import LABELS, label_counts, read_nli
+from qtsearch.training.nli import NLITask, NLITrainConfig, split_by_premise, train_nli
 
 REPO = Path(__file__).resolve().parents[1]
 SNLI = "nli/ketm/data/snli/test.txt"
@@ -218,7 +218,7 @@ def test_resume_continues_exactly(shared_data: Path, tmp_path: Path) -> None:
 def test_random_baseline_of_an_nli_model(nli_model: Path, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """`random:DIR` works for InferSent folders: same architecture and GloVe table, untrained."""
-    from qtsearch.baselines import random_like
+    from qtsearch.encode.baselines import random_like
 
     monkeypatch.setenv("QTSEARCH_CACHE", str(tmp_path))
     trained = load_encoder(nli_model, device="cpu")

@@ -68,7 +68,8 @@ def cli(*argv: str | bytes, stdin: bytes | None = None, cwd: Path | None = None)
 
 FORK_SERVER = r"""
 import io, json, os, sys, traceback
-import qtsearch.cli, qtsearch.indexer, qtsearch.search, qtsearch.training  # imports paid once
+# imports paid once
+import qtsearch.cli, qtsearch.build.pipeline, qtsearch.query.search, qtsearch.training.trainer
 requests = sys.stdin.buffer
 reply = os.fdopen(os.dup(1), "w")
 while line := requests.readline():

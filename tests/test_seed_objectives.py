@@ -20,7 +20,7 @@ from qtsearch.models.encoders import EncoderConfig, TransformerEncoder
 from qtsearch.models.fastsent import TOP_K, fastsent_loss
 from qtsearch.models.folder import read_metrics
 from qtsearch.models.sdae import SDAE, add_noise
-from qtsearch.training import TrainConfig, lr_factor, train
+from qtsearch.training.trainer import TrainConfig, lr_factor, train
 
 REPO = Path(__file__).resolve().parents[1]
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"

@@ -1,4 +1,4 @@
-"""The CPU batch path (qtsearch/models/stepped.py) against the model's own nn.GRU modules."""
+"""The CPU batch path (qtsearch/inference/stepped.py) against the model's own nn.GRU modules."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from qtsearch.embed import load_encoder
-from qtsearch.models import stepped
+from qtsearch.encode.encoder import load_encoder
+from qtsearch.inference import stepped
+from qtsearch.inference.stepped import SteppedEncoder
 from qtsearch.models.encoders import EncoderConfig, QuickThoughts
-from qtsearch.models.stepped import SteppedEncoder
 from qtsearch.text.reader import read_sentences
 
 EMMA = "gutenberg/0003-austen-jane--emma.txt.gz"

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from qtsearch.errors import IndexError_, OutputError
-from qtsearch.store import MetadataStore
+from qtsearch.index.store import MetadataStore
 
 ROWS = [
     (0, "The cat sat.", "a.txt", 1, 0, 0),

@@ -17,7 +17,7 @@ from safetensors.numpy import load_file
 from qtsearch import load_encoder
 from qtsearch.errors import InputError, UsageError
 from qtsearch.models.folder import latest_validation, read_metrics
-from qtsearch.training import TrainConfig, train
+from qtsearch.training.trainer import TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[1]
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"

@@ -106,7 +106,7 @@ def run(
     device: str = typer.Option("auto", help="auto | cpu | cuda."),
     batch_size: int = typer.Option(512, help="Sentences per encoding batch."),
 ) -> None:
-    from qtsearch.baselines import resolve_encoders
+    from qtsearch.encode.baselines import resolve_encoders
     from qtsearch.evaluation.analogy.build import DEFAULT_TUPLES, read_tuples
     from qtsearch.evaluation.analogy.report import markdown_report, summary_rows, table_rows
     from qtsearch.evaluation.analogy.runner import build_pool, evaluate, report_json

@@ -15,8 +15,8 @@ def demo(
 ) -> None:
     """Build an index over the bundled WikiText-2 demo articles (once) and show real searches."""
     from qtsearch.demo import ANALOGY, QUERIES, ensure_demo_index
-    from qtsearch.search import Index
-    from qtsearch.shell import hits_table
+    from qtsearch.query.search import Index
+    from qtsearch.ui.shell import hits_table
 
     path = ensure_demo_index(out_dir)
     index = Index.open(path, device="cpu")

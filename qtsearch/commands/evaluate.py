@@ -49,7 +49,7 @@ def evaluate(
                                         help="Also write the table as Markdown (- for stdout)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
-    from qtsearch.baselines import resolve_encoders
+    from qtsearch.encode.baselines import resolve_encoders
     from qtsearch.evaluation import report
     from qtsearch.evaluation.engine import EvalConfig, load_tasks
     from qtsearch.evaluation.engine import evaluate as run_eval

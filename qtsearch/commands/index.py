@@ -8,10 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from qtsearch.commands.common import err, out
-from qtsearch.errors import OutputError
-from qtsearch.index.manifest import META_FILE, read_manifest
-from qtsearch.indexer import (
+from qtsearch.build.pipeline import (
     STAGES,
     IndexConfig,
     add_to_index,
@@ -19,7 +16,10 @@ from qtsearch.indexer import (
     folder_bytes,
     total_seconds,
 )
-from qtsearch.store import MetadataStore
+from qtsearch.commands.common import err, out
+from qtsearch.errors import OutputError
+from qtsearch.index.manifest import META_FILE, read_manifest
+from qtsearch.index.store import MetadataStore
 
 BUILD_HELP = (
     "Turn a corpus into a searchable index (FAISS vectors + SQLite metadata).\n\n"

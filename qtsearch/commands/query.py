@@ -40,7 +40,7 @@ def _params(items: list[str] | None) -> dict[str, float]:
 
 
 def _open(index: Path, model: Path | None, device: str, param: list[str] | None):
-    from qtsearch.search import Index  # faiss and torch: only for the commands that query
+    from qtsearch.query.search import Index  # faiss and torch: only for the commands that query
 
     return Index.open(index, model=model, device=device, params=_params(param))
 
@@ -49,7 +49,7 @@ def _print(results, titles: list[str], as_json: bool) -> None:
     if as_json:
         print_json([[h.to_dict() for h in hits] for hits in results])
         return
-    from qtsearch.shell import hits_table
+    from qtsearch.ui.shell import hits_table
 
     for hits, title in zip(results, titles, strict=True):
         out.print(hits_table(hits, title))
@@ -146,7 +146,7 @@ def shell(
         raise UsageError(f"-k must be at least 1 (got {k})")
     with err.status("loading the model and the index…"):
         idx = _open(index, model, device, param)
-    from qtsearch.shell import Shell
+    from qtsearch.ui.shell import Shell
 
     with idx:
         code = Shell(idx, k=k, console=out).run()

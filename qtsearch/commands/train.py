@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from qtsearch.commands.common import err, out
-from qtsearch.training import TrainConfig, Trainer
+from qtsearch.training.trainer import TrainConfig, Trainer
 
 HELP = """Train a sentence encoder on text in reading order.
 

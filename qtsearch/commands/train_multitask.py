@@ -30,7 +30,7 @@ from qtsearch.commands.train_nli import (
     nli_options,
     report,
 )
-from qtsearch.multitask_training import MultitaskConfig, MultitaskTrainer
+from qtsearch.training.multitask import MultitaskConfig, MultitaskTrainer
 
 HELP = (
     "Train one sentence encoder on Quick-Thoughts and NLI together (GenSen-style)."

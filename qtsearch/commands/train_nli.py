@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from qtsearch.commands.common import err, out
-from qtsearch.nli_training import NLITrainConfig, NLITrainer, RunResult
+from qtsearch.training.nli import NLITrainConfig, NLITrainer, RunResult
 
 HELP = (
     "Train an InferSent sentence encoder (BiLSTM, max pooling, frozen GloVe 50-d) on NLI pairs."

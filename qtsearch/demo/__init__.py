@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from qtsearch.embed import default_model_path
+from qtsearch.build.pipeline import IndexConfig, build_index
+from qtsearch.encode.encoder import default_model_path
 from qtsearch.errors import QTSearchError
-from qtsearch.indexer import IndexConfig, build_index
 from qtsearch.models.folder import fingerprint
 
 CORPUS = Path(__file__).parent / "wikitext2.txt.gz"

@@ -27,7 +27,7 @@ from qtsearch.errors import UsageError
 from qtsearch.evaluation.files import data_root
 
 if TYPE_CHECKING:
-    from qtsearch.baselines import SentenceEncoder
+    from qtsearch.encode.baselines import SentenceEncoder
 
 #: Group order in tables; a task's `group` is also a name usable in `--tasks`.
 GROUP_ORDER = ("classification", "pairs", "relatedness", "sts", "retrieval")

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from qtsearch.config import write_json_atomic
 from qtsearch.errors import IndexError_
-from qtsearch.jsonconfig import write_json_atomic
 
 FORMAT = "qtsearch-index"
 VERSION = 1

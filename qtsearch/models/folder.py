@@ -18,8 +18,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from qtsearch.config import write_json_atomic
 from qtsearch.errors import ModelError
-from qtsearch.jsonconfig import write_json_atomic
 from qtsearch.models.encoders import EncoderConfig, QuickThoughts
 from qtsearch.models.fastsent import FastSent
 from qtsearch.models.infersent import InferSent

@@ -20,11 +20,11 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from qtsearch.config import write_json_atomic
 from qtsearch.errors import InputError, OutputError
 from qtsearch.evaluation.analogy.categories import WordPair, WordPairs, load_word_pairs
 from qtsearch.evaluation.analogy.data import load_rewrites, load_yelp, yelp_dir
 from qtsearch.evaluation.analogy.mining import SentencePair, mine_pairs
-from qtsearch.jsonconfig import write_json_atomic
 
 #: Committed beside the code (a small derived artefact; `qtsearch bench analogy build` remakes it).
 REPO = Path(__file__).resolve().parents[3]

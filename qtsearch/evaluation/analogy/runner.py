@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from qtsearch.baselines import SentenceEncoder, cache_dir
-from qtsearch.embed import l2_normalize
+from qtsearch.encode.baselines import SentenceEncoder, cache_dir
+from qtsearch.encode.encoder import l2_normalize
 from qtsearch.errors import InputError
 from qtsearch.evaluation.analogy.build import QUESTIONS, SENTIMENT, AnalogyTuple
 from qtsearch.evaluation.analogy.data import load_yelp, pool_digest, unique

@@ -82,7 +82,7 @@ class NextSentence(Task):
 
     def run(self, embed: EmbeddingCache, tick: Callable[[], None] | None = None
             ) -> dict[str, float]:
-        from qtsearch.embed import Encoder
+        from qtsearch.encode.encoder import Encoder
 
         vectors = embed(self.pool)
         row = {t: i for i, t in enumerate(self.pool)}

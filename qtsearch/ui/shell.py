@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from qtsearch.errors import QTSearchError, UsageError
-from qtsearch.search import CONTEXT_WINDOW, Hit, Index, Record
+from qtsearch.query.search import CONTEXT_WINDOW, Hit, Index, Record
 
 PROMPT = "qtsearch> "
 HISTORY_LENGTH = 2000

@@ -24,9 +24,9 @@ from torch import Tensor, nn
 
 from qtsearch.errors import UsageError
 from qtsearch.models.objective import BatchStats, pooled, qt_loss
-from qtsearch.nli_training import NLITrainConfig, NLITrainer, RunResult, glove_encoder
 from qtsearch.text.nli import read_nli
-from qtsearch.training import TrainConfig, Trainer
+from qtsearch.training.nli import NLITrainConfig, NLITrainer, RunResult, glove_encoder
+from qtsearch.training.trainer import TrainConfig, Trainer
 
 TASKS = ("qt", "nli")
 SCHEDULES = ("proportional", "round-robin")

@@ -36,17 +36,17 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from qtsearch.config import write_json_atomic
 from qtsearch.device import autocast_dtype, resolve_device
+from qtsearch.encode.pretrained import glove_matrix, load_glove
 from qtsearch.errors import InputError, Interrupted, ModelError, OutputError, UsageError
-from qtsearch.jsonconfig import write_json_atomic
 from qtsearch.models.encoders import EncoderConfig
 from qtsearch.models.folder import METRICS, save_model
 from qtsearch.models.infersent import InferSent, NLIClassifier
-from qtsearch.pretrained import glove_matrix, load_glove
 from qtsearch.text.nli import NLIPair, label_counts, read_nli
 from qtsearch.text.tokenizer import tokenize
 from qtsearch.text.vocab import PAD, UNK, Vocab
-from qtsearch.training import _stop_signals_save_checkpoint, check_run_options
+from qtsearch.training.trainer import _stop_signals_save_checkpoint, check_run_options
 
 log = logging.getLogger("qtsearch")
 

@@ -21,7 +21,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from qtsearch.embed import Encoder, load_encoder
+from qtsearch.encode.encoder import Encoder, load_encoder
 from qtsearch.errors import IndexError_, InputError, ModelError, UsageError
 from qtsearch.index import (
     INDEX_FILE,
@@ -33,7 +33,7 @@ from qtsearch.index import (
 )
 from qtsearch.index.faiss_backend import flat_vectors
 from qtsearch.index.gpu import FlatSearch
-from qtsearch.store import MetadataStore
+from qtsearch.index.store import MetadataStore
 from qtsearch.text.tokenizer import tokenize
 
 log = logging.getLogger("qtsearch")

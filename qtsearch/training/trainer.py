@@ -31,13 +31,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from qtsearch.config import write_json_atomic
 from qtsearch.device import autocast_dtype, resolve_device
+from qtsearch.encode.pretrained import glove_matrix
 from qtsearch.errors import InputError, Interrupted, ModelError, OutputError, UsageError
-from qtsearch.jsonconfig import write_json_atomic
 from qtsearch.models.encoders import ENCODERS, EncoderConfig
 from qtsearch.models.folder import METRICS, build_model, save_model
 from qtsearch.models.objective import BatchStats, ObjectiveOptions, pooled
-from qtsearch.pretrained import glove_matrix
 from qtsearch.text.reader import list_files
 from qtsearch.text.token_corpus import TokenCorpus
 

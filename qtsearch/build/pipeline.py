@@ -33,7 +33,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from qtsearch import __version__
-from qtsearch.embed import Encoder, load_encoder
+from qtsearch.config import save_config, write_json_atomic
+from qtsearch.encode.encoder import Encoder, load_encoder
 from qtsearch.errors import (
     IndexError_,
     InputError,
@@ -65,8 +66,7 @@ from qtsearch.index.manifest import (
     read_manifest,
     write_manifest,
 )
-from qtsearch.jsonconfig import save_config, write_json_atomic
-from qtsearch.store import MetadataStore
+from qtsearch.index.store import MetadataStore
 from qtsearch.text.reader import Sentence, list_files, read_sentences
 
 log = logging.getLogger("qtsearch")

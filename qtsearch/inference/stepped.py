@@ -34,9 +34,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from qtsearch.models.compiled import gru_unit, helpers, prefetch_row, store, widen
+from qtsearch.inference.compiled import gru_unit, helpers, prefetch_row, store, widen
+from qtsearch.inference.stacked import StackedGRUs
 from qtsearch.models.encoders import reverse_within_length
-from qtsearch.models.stacked import StackedGRUs
 
 #: Largest projection table built (bf16: vocabulary × GRUs × 3H × 2 bytes; 144 MB for the
 #: shipped model). Bigger models (a 50k vocabulary at H=1000) keep `nn.GRU`, whose own

@@ -23,11 +23,11 @@ from qtsearch.models.folder import fingerprint, is_model_folder, latest_validati
 from qtsearch.text.tokenizer import tokenize
 
 if TYPE_CHECKING:
-    from qtsearch.models.fused import SmallBatchEncoder
-    from qtsearch.models.stepped import SteppedEncoder
+    from qtsearch.inference.fused import SmallBatchEncoder
+    from qtsearch.inference.stepped import SteppedEncoder
 
-DEFAULT_MODEL = Path(__file__).parent / "default_model"
-#: Batches up to this size go through the query path (qtsearch.models.fused) on the CPU;
+DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "default_model"
+#: Batches up to this size go through the query path (qtsearch.inference.fused) on the CPU;
 #: above it torch's batched kernels are faster.
 SMALL_BATCH = 16
 
@@ -137,11 +137,11 @@ class Encoder:
 
     @cached_property
     def _large_batches(self) -> SteppedEncoder | None:
-        """The CPU path for batches (qtsearch.models.stepped), where the model has one.
+        """The CPU path for batches (qtsearch.inference.stepped), where the model has one.
         Imported here, like the query path: only work that embeds should pay for numba."""
         if self.device.type != "cpu":
             return None
-        from qtsearch.models.stepped import SteppedEncoder
+        from qtsearch.inference.stepped import SteppedEncoder
 
         return SteppedEncoder.for_model(self.model, self.amp or torch.float32)
 
@@ -151,7 +151,7 @@ class Encoder:
         here: numba costs ~0.5 s to import, which only query-time work should pay."""
         if self.device.type != "cpu" or self.amp is not None:
             return None
-        from qtsearch.models.fused import SmallBatchEncoder
+        from qtsearch.inference.fused import SmallBatchEncoder
 
         return SmallBatchEncoder.for_model(self.model)
 

@@ -26,8 +26,8 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 from torch import nn
 
-from qtsearch.models.compiled import gru_unit, helpers
-from qtsearch.models.stacked import StackedGRUs
+from qtsearch.inference.compiled import gru_unit, helpers
+from qtsearch.inference.stacked import StackedGRUs
 
 #: numpy's BLAS is held to one thread around the small input-projection matmuls: its threads
 #: spinning up for them made a query up to 10x slower on 2 busy cores.

@@ -6,7 +6,7 @@
 - `random_like(model)`: a QT model of the same architecture and vocabulary, untrained (fixed
   seed): what the architecture gives before any training, so a trained model's gain is visible.
 
-All of them, and `qtsearch.embed.Encoder`, satisfy the `SentenceEncoder` protocol, so the
+All of them, and `qtsearch.encode.encoder.Encoder`, satisfy the `SentenceEncoder` protocol, so the
 evaluation code never needs to know which kind of encoder it holds.
 """
 
@@ -20,7 +20,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from qtsearch.embed import l2_normalize
+from qtsearch.encode.encoder import l2_normalize
 from qtsearch.errors import ModelError
 from qtsearch.text.tokenizer import tokenize
 
@@ -63,7 +63,7 @@ class GloveBow:
     name = "glove-bow"
 
     def __init__(self) -> None:
-        from qtsearch.pretrained import load_glove
+        from qtsearch.encode.pretrained import load_glove
 
         self.index, self.vectors = load_glove()
         self.dim = int(self.vectors.shape[1])
@@ -154,7 +154,8 @@ def random_like(model_path: str | os.PathLike | None, seed: int = 0, device: str
     """
     import torch
 
-    from qtsearch.embed import Encoder, default_model_path
+    from qtsearch.encode.encoder import Encoder, default_model_path
+    from qtsearch.encode.pretrained import glove_matrix
     from qtsearch.models.folder import (
         build_model,
         encoder_config,
@@ -163,7 +164,6 @@ def random_like(model_path: str | os.PathLike | None, seed: int = 0, device: str
         read_config,
         save_model,
     )
-    from qtsearch.pretrained import glove_matrix
 
     source = Path(model_path) if model_path is not None else default_model_path()
     read_config(source)  # a clear ModelError when it is not a model folder
@@ -189,7 +189,7 @@ def random_like(model_path: str | os.PathLike | None, seed: int = 0, device: str
 def resolve_encoder(spec: str, device: str = "auto") -> SentenceEncoder:
     """One encoder from a name: "glove", "minilm", "random[:<model folder>]", "default", or a
     model folder path. Raises ModelError when it cannot be loaded."""
-    from qtsearch.embed import load_encoder
+    from qtsearch.encode.encoder import load_encoder
 
     if spec == "glove":
         return GloveBow()

@@ -1,0 +1,3 @@
+"""Sentence encoders behind one protocol: our trained models (`encoder`), baselines (GloVe, MiniLM,
+random), pretrained GloVe vectors.
+"""

@@ -1,0 +1,2 @@
+"""Queries over an index folder: nearest neighbours, analogies, context.
+"""

@@ -1,0 +1,2 @@
+"""Training: the trainers and their objectives (Quick-Thoughts, FastSent, SDAE, NLI, multi-task).
+"""

@@ -1,0 +1,2 @@
+"""Interactive front ends: the query shell.
+"""
