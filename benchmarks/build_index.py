@@ -122,7 +122,7 @@ def run_build(corpus: Path, out: Path, args: argparse.Namespace) -> tuple[float,
     """Run the CLI in a child; returns (wall seconds, peak RSS bytes, stderr tail)."""
     cmd = [sys.executable, str(REPO / "cli.py"), "build-index", str(corpus), "--out", str(out),
            "--index", args.index, "--device", args.device, "--precision", args.precision,
-           "--batch-size", str(args.batch_size), "-q"]
+           "--batch-size", str(args.batch_size), "--fit", args.fit, "-q"]
     if args.model:
         cmd += ["--model", args.model]
     t = time.perf_counter()
@@ -134,6 +134,32 @@ def run_build(corpus: Path, out: Path, args: argparse.Namespace) -> tuple[float,
     if proc.returncode != 0:
         sys.exit(f"benchmark: build-index failed ({proc.returncode}): {stderr.strip()[-2000:]}")
     return wall, usage.ru_maxrss * 1024, stderr
+
+
+def fts_seconds(index: Path, work: Path) -> float:
+    """What the full-text table costs the build: its creation and filling, timed again on a
+    copy of the index's database with the table dropped (the same statements the metadata
+    stage runs)."""
+    import sqlite3
+
+    from qtsearch.index.store import FTS_TABLE, MetadataStore
+
+    db = work / "fts-check.sqlite"
+    shutil.copyfile(index / "meta.sqlite", db)
+    conn = sqlite3.connect(db)
+    conn.execute(f"DROP TABLE {FTS_TABLE}")
+    conn.commit()
+    conn.execute("VACUUM")
+    conn.close()
+    with MetadataStore.open(db, readonly=False) as store:
+        t = time.perf_counter()
+        store.fts_create()
+        store.fts_fill(0)
+        store.checkpoint()
+        seconds = time.perf_counter() - t
+    for f in work.glob("fts-check.sqlite*"):
+        f.unlink()
+    return seconds
 
 
 def gb(n: float) -> str:
@@ -148,6 +174,8 @@ def main() -> None:
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
     ap.add_argument("--precision", default="auto", help="auto | fp32 | bf16 (embedding)")
     ap.add_argument("--batch-size", type=int, default=512, help="sentences per embedding batch")
+    ap.add_argument("--fit", default="auto", help="build-index --fit (vectors fitted to the "
+                    "corpus; auto: whiten:768 under 300k sentences, centre from there on)")
     ap.add_argument("--workdir", default=None, help="where corpora and indexes go (temp dir)")
     ap.add_argument("--json", default=None, help="also write the raw figures here")
     ap.add_argument("--corpus", default=None, type=Path,
@@ -167,7 +195,8 @@ def main() -> None:
     if args.keep and args.keep.exists():
         ap.error(f"--keep {args.keep}: already exists; remove it or choose another folder")
 
-    from qtsearch.build.pipeline import folder_bytes, total_seconds
+    from qtsearch.build.folders import folder_bytes
+    from qtsearch.build.pipeline import total_seconds
     from qtsearch.errors import QTSearchError
     from qtsearch.index import read_manifest
 
@@ -205,12 +234,15 @@ def main() -> None:
                    * figures["executed_flops_per_token"] / figures["flops_per_token"],
                    "recall": m.get("build", {}).get("recall", {})}
             row["sentences_per_s"] = got / row["total_s"]
+            row["fts_s"] = fts_seconds(out, work)
             results.append(row)
             print(f"{got:>9,} sentences: read {st['read']:.1f} s, embed {st['embed']:.1f} s, "
                   f"index {st['index']:.1f} s, metadata {st['metadata']:.1f} s "
                   f"(wall {wall:.1f} s incl. start-up) | {row['sentences_per_s']:,.0f} "
                   f"sentences/s | peak RSS {gb(rss)} | on disk {gb(row['disk_bytes'])} | "
-                  f"{m['index_key']}", flush=True)
+                  f"{m['index_key']} | full-text table {row['fts_s']:.1f} s "
+                  f"({100 * row['fts_s'] / (row['total_s'] - row['fts_s']):.1f}% on top of the "
+                  f"rest)", flush=True)
             if not args.corpus:
                 corpus.unlink()
         if args.keep:

@@ -62,17 +62,19 @@ def main() -> None:
     t = time.perf_counter()
     index = Index.open(args.index, device="cuda")
     open_s = time.perf_counter() - t
-    gpu = index.gpu_search
-    if gpu is None:
+    from qtsearch.index.gpu import GpuFlatBackend
+
+    if not isinstance(index.backend, GpuFlatBackend):
         raise SystemExit(f"gpu_search: {args.index} is a {index.index_type} index, not flat")
+    gpu, cpu = index.backend.flat, index.backend.base
     n, d = gpu.ntotal, gpu.dim
     rng = np.random.default_rng(0)
-    pool = index.faiss_index.reconstruct_batch(rng.choice(n, max(args.batches), replace=False))
+    pool = cpu.reconstruct(rng.choice(n, max(args.batches), replace=False))
 
     bandwidth, peak = copy_bandwidth(), fp16_peak()
     scan_bytes = n * d * 2
 
-    _, truth = index.faiss_index.search(pool[:200], args.k)
+    _, truth = cpu.search(pool[:200], args.k)
     _, found = gpu.search(pool[:200], args.k)
     recall = recall_at_k(found, truth)
 

@@ -5,13 +5,14 @@ builder (`qtsearch.build.pipeline.build_index`, the code path of `qtsearch build
 first N sentences of the shared Gutenberg books, one per line, a blank line between books, or
 taken as it is with `--from-index DIR` (e.g. the 1M flat index `build_index.py --keep` leaves).
 The other types (sq8, ivf-pq, hnsw) are derived from its vectors and metadata with
-`qtsearch.build.pipeline.build_from_index`, which runs the builder's own index stage (choice,
+`qtsearch.build.derive.build_from_index`, which runs the builder's own index stage (choice,
 training sample, add, recall tuning): the same index `build-index --index TYPE` makes, without
 embedding the corpus again. Queries are held-out sentences read after the first N. Each index
 is then opened with `qtsearch.Index` (as the CLI and the shell do) and measured:
 
-- single-query latency, p50 and p95: end to end (encoding + faiss + SQLite metadata, what
-  `Index.search([q], k)` costs) and faiss search alone;
+- single-query latency, p50 and p95: end to end (what `Index.search([q], k)` costs in the
+  index's default mode, hybrid where it has its full-text table: encoding + vector search +
+  BM25 + SQLite metadata), in each mode (semantic, lexical, hybrid), and faiss search alone;
 - batched throughput (queries/s): all queries in one call, end to end and faiss alone;
 - recall@k of the faiss results against exact search (the flat index);
 - optionally (--sweep) recall and search latency over the tuned parameter (nprobe, efSearch).
@@ -157,7 +158,7 @@ def derive(flat: Path, flat_manifest: dict[str, Any], out: Path, index_type: str
     """Build (or reuse) an `index_type` index from the flat index's vectors."""
     from rich.console import Console
 
-    from qtsearch.build.pipeline import build_from_index
+    from qtsearch.build.derive import build_from_index
 
     manifest_path = out / "manifest.json"
     if manifest_path.is_file():
@@ -190,6 +191,13 @@ def _timed(fn: Any, *args: Any) -> float:
     return time.perf_counter() - t
 
 
+def _timed_cpu(fn: Any, *args: Any) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the whole process) of one call."""
+    t, c = time.perf_counter(), time.process_time()
+    fn(*args)
+    return time.perf_counter() - t, time.process_time() - c
+
+
 def measure(folder: Path, queries: list[str], truth: np.ndarray, k: int, single: int,
             sweep: bool) -> dict[str, Any]:
     """Latency, throughput and recall of one index folder, opened as the CLI opens it."""
@@ -204,15 +212,21 @@ def measure(folder: Path, queries: list[str], truth: np.ndarray, k: int, single:
         single_q = queries[:single]
         # Each measured on its own pass: interleaved, a step ran right after another's
         # OpenMP threads and shared the 2 cores with their spin-wait.
-        e2e = [_timed(idx.search, [q], k) for q in single_q]
-        search_only = [_timed(idx.faiss_index.search, v[None, :], k)
+        modes = [m for m in ("semantic", "lexical", "hybrid")
+                 if m == "semantic" or idx.lexical is not None]  # older indexes: no FTS
+        e2e, cpu = {}, {}
+        for m in modes:  # wall time, and CPU time of all threads (robust to a loaded machine)
+            wall_s, cpu_s = zip(*(_timed_cpu(idx.search, [q], k, m) for q in single_q),
+                                strict=True)
+            e2e[m], cpu[m] = percentiles(list(wall_s)), percentiles(list(cpu_s))
+        search_only = [_timed(idx.backend.search, v[None, :], k)
                        for v in vectors[:single]]
         encode = [_timed(idx.embed, [q]) for q in single_q]
         t = time.perf_counter()
         idx.search(queries, k)
         batched_e2e = len(queries) / (time.perf_counter() - t)
         t = time.perf_counter()
-        _, found = idx.faiss_index.search(vectors, k)
+        _, found = idx.backend.search(vectors, k)
         batched_search = len(queries) / (time.perf_counter() - t)
         row: dict[str, Any] = {
             "index_type": idx.index_type, "index_key": idx.manifest["index_key"],
@@ -221,7 +235,9 @@ def measure(folder: Path, queries: list[str], truth: np.ndarray, k: int, single:
             "bytes": sum(f.stat().st_size for f in folder.iterdir() if f.is_file()),
             "index_build_s": round(idx.manifest.get("stages", {}).get("index", 0.0), 1),
             "single_queries": len(single_q),
-            "end_to_end": percentiles(e2e), "search_only": percentiles(search_only),
+            "default_mode": idx.default_mode, "end_to_end": e2e[idx.default_mode],
+            "end_to_end_by_mode": e2e, "cpu_by_mode": cpu,
+            "search_only": percentiles(search_only),
             "encode_only": percentiles(encode),
             "batched_qps_end_to_end": round(batched_e2e, 1),
             "batched_qps_search_only": round(batched_search, 1),
@@ -242,7 +258,7 @@ def sweep_parameter(idx, vectors: np.ndarray, truth: np.ndarray, k: int) -> list
         times, found = [], []
         for v in vectors:
             t = time.perf_counter()
-            _, ids = idx.faiss_index.search(v[None, :], k)
+            _, ids = idx.backend.search(v[None, :], k)
             times.append(time.perf_counter() - t)
             found.append(ids[0])
         points.append({name: value, **percentiles(times),
@@ -254,8 +270,9 @@ def sweep_parameter(idx, vectors: np.ndarray, truth: np.ndarray, k: int) -> list
 def markdown(rows: list[dict[str, Any]], k: int) -> str:
     lines = [f"| index | key | params | recall@{k} | end-to-end p50 / p95 ms | "
              "search p50 / p95 ms | encode p50 ms | batched q/s (end-to-end / search) | "
-             "size MB | load s | index build s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "size MB | load s | index build s | p50 ms semantic / lexical / hybrid "
+             "(CPU ms) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         params = ", ".join(f"{n}={v:g}" for n, v in r["params"].items()) or "–"
         lines.append(
@@ -264,13 +281,16 @@ def markdown(rows: list[dict[str, Any]], k: int) -> str:
             f"{r['search_only']['p50_ms']:.2f} / {r['search_only']['p95_ms']:.2f} | "
             f"{r['encode_only']['p50_ms']:.2f} | "
             f"{r['batched_qps_end_to_end']:,.0f} / {r['batched_qps_search_only']:,.0f} | "
-            f"{r['bytes'] / 1e6:,.0f} | {r['load_s']:.2f} | {r['index_build_s']:.1f} |")
+            f"{r['bytes'] / 1e6:,.0f} | {r['load_s']:.2f} | {r['index_build_s']:.1f} | "
+            + " / ".join(f"{p['p50_ms']:.2f} ({c['p50_ms']:.2f})" for p, c in zip(
+                r["end_to_end_by_mode"].values(), r["cpu_by_mode"].values(), strict=True))
+            + " |")
     for r in rows:
         for p in r.get("sweep", []):
             name = next(iter(p))
             lines.append(f"| {r['index_type']} | sweep | {name}={p[name]} | "
                          f"{p[f'recall@{k}']:.3f} | | {p['p50_ms']:.2f} / {p['p95_ms']:.2f} "
-                         "| | | | | |")
+                         "| | | | | | |")
     return "\n".join(lines)
 
 
@@ -348,7 +368,7 @@ def main() -> None:
 
     with Index.open(flat, device="cpu") as exact:
         queries = [q for q in queries if exact.encoder.known_words(q) > 0]
-        _, truth = exact.faiss_index.search(exact.embed(queries), args.k)
+        _, truth = exact.backend.search(exact.embed(queries), args.k)
 
     rows = []
     for t in types:

@@ -23,7 +23,7 @@ from rich.table import Table
 
 from qtsearch.device import autocast_dtype, resolve_device
 from qtsearch.models.objective import qt_loss
-from qtsearch.training.trainer import TrainConfig, Trainer
+from qtsearch.training.trainer import TrainConfig, text_loop
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gutenberg"
 BOOKS = [
@@ -116,19 +116,18 @@ def main() -> None:
                 precision=args.precision,
                 device=args.device,
             )
-            trainer = Trainer(cfg, progress=False)
-            trainer.prepare()
-            trainer.build_model()
+            loop = text_loop(cfg, progress=False)
+            blocks = loop.tasks[0].blocks
             times, flops = [], []
             for step in range(args.steps + 2):
-                ids, lengths, docs = trainer._batch(trainer.block_at(step))
+                ids, lengths, docs = blocks.batch(blocks.block_at(step), loop.rt.device)
                 t = time.perf_counter()
-                with trainer._autocast():
-                    f, g = trainer.model(ids, lengths)
+                with loop.rt.autocast():
+                    f, g = loop.encoder(ids, lengths)
                 st = qt_loss(f, g, docs, cfg.context)
-                trainer.optim.zero_grad(set_to_none=True)
+                loop.optim.zero_grad(set_to_none=True)
                 st.loss.backward()
-                trainer.optim.step()
+                loop.optim.step()
                 if device.type == "cuda":
                     torch.cuda.synchronize()
                 if step >= 2:  # warm-up steps excluded

@@ -26,8 +26,13 @@ def save_config(config: Any, path: Path) -> None:
     write_json_atomic(path, dataclasses.asdict(config))
 
 
-def load_config(cls: type[T], path: Path) -> T:
-    """Load a dataclass from JSON, ignoring unknown keys so newer files stay readable."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+def config_from_dict(cls: type[T], data: dict[str, Any]) -> T:
+    """A dataclass from its JSON form: unknown keys are ignored (newer files stay readable),
+    missing keys take the field's default (older files too)."""
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def load_config(cls: type[T], path: Path) -> T:
+    """Load a dataclass from a JSON file (see `config_from_dict`)."""
+    return config_from_dict(cls, json.loads(Path(path).read_text(encoding="utf-8")))

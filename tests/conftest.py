@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,27 @@ def wikitext_slice(shared: Path, factory: pytest.TempPathFactory, n_bytes: int) 
     path = factory.mktemp("corpus") / "wiki.txt"
     path.write_bytes(text[: text.rfind(b"\n") + 1])
     return path
+
+
+def small_yelp_data(shared: Path, root: Path) -> Path:
+    """A real-data subset: the analogy files, Li's rewrites, the committed word-tuple sentences
+    and the first lines of each Yelp file (a pool of ~3.5k sentences instead of 172k)."""
+    from qtsearch.evaluation.analogy.build import DEFAULT_TUPLES, read_tuples
+    from qtsearch.evaluation.analogy.data import REFERENCES, YELP_FILES
+
+    tuples = read_tuples(DEFAULT_TUPLES)
+    (root / "analogy").mkdir(parents=True)
+    for name in ("questions-words.txt", "msr.txt"):
+        shutil.copy(shared / "analogy" / name, root / "analogy" / name)
+    for name in YELP_FILES:
+        lines = (shared / "yelp" / name).read_text(encoding="utf-8").splitlines()[:150]
+        if name == YELP_FILES[0]:
+            lines += [s for t in tuples if t.task == "word" for s in t.sentences]
+        (root / "yelp" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "yelp" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for name in REFERENCES:
+        shutil.copy(shared / "yelp" / name, root / "yelp" / name)
+    return root
 
 
 @pytest.fixture(scope="session")

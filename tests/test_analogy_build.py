@@ -201,6 +201,7 @@ print(json.dumps([[t.category, t.pairs, t.sentences] for t in out]))
 """
 
 
+@pytest.mark.slow
 def test_construction_is_deterministic_across_hash_seeds(shared_data: Path) -> None:
     """Mining hashes word sequences; Python's string hash changes per process (PYTHONHASHSEED)."""
     outputs = []

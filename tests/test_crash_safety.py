@@ -135,7 +135,7 @@ TRAIN_KILLS = [
     # between two checkpoints (qt_loss runs once per step and once per validation)
     ("mid-way", "qtsearch.models.encoders:qt_loss", "before", 9, "", "resume"),
     # inside the 2nd checkpoint write: tensors written to checkpoint.tmp, state.json not yet
-    ("checkpoint-write", "qtsearch.training.trainer:save_file", "after", 2, "", "resume"),
+    ("checkpoint-write", "qtsearch.training.checkpoint:save_file", "after", 2, "", "resume"),
     # the 2nd checkpoint complete in checkpoint.tmp, the old one removed, the rename not done
     ("checkpoint-swap", "pathlib:Path.rename", "before", 2, "checkpoint.tmp", "resume"),
     # after the checkpoint, while the model files are refreshed (weights new, config not yet)
@@ -146,6 +146,7 @@ TRAIN_KILLS = [
 
 @pytest.mark.parametrize(("name", "target", "when", "nth", "suffix", "then"), TRAIN_KILLS,
                          ids=[k[0] for k in TRAIN_KILLS])
+@pytest.mark.slow
 def test_train_killed_then_resumed_equals_uninterrupted(name, target, when, nth, suffix, then,
                                                         train_corpus, train_reference,
                                                         tmp_path):
@@ -162,6 +163,7 @@ def test_train_killed_then_resumed_equals_uninterrupted(name, target, when, nth,
     assert_same_model(out, train_reference)
 
 
+@pytest.mark.slow
 def test_train_killed_from_outside_after_a_checkpoint(train_corpus, train_reference, tmp_path):
     """`kill -9` from another process once the first checkpoint exists, then --resume."""
     out = tmp_path / "model"
@@ -209,6 +211,15 @@ def _rows(folder: Path) -> list[tuple]:
         conn.close()
 
 
+def _fts_ids(folder: Path) -> list[int]:
+    """The ids the full-text index holds (its own per-row table, not the content table)."""
+    conn = sqlite3.connect(folder / "meta.sqlite")
+    try:
+        return [r[0] for r in conn.execute("SELECT id FROM sentences_fts_docsize ORDER BY id")]
+    finally:
+        conn.close()
+
+
 def _vectors(folder: Path) -> np.ndarray:
     index = open_faiss_index(folder / "index.faiss")
     return index.reconstruct_n(0, index.ntotal)
@@ -218,6 +229,7 @@ def assert_same_index(got: Path, ref: Path) -> None:
     assert sorted(p.name for p in got.iterdir()) == sorted(p.name for p in ref.iterdir())
     assert np.array_equal(_vectors(got), _vectors(ref))
     assert _rows(got) == _rows(ref)
+    assert _fts_ids(got) == [r[0] for r in _rows(ref)]  # the full-text table is whole too
     assert pq.read_table(got / "meta.parquet").equals(pq.read_table(ref / "meta.parquet"))
     stable = lambda m: {k: v for k, v in m.items() if k not in ("stages", "created")}  # noqa: E731
     assert stable(json.loads((got / "manifest.json").read_text())) == \
@@ -233,8 +245,8 @@ def index_reference(index_corpus, tiny_model, tmp_path_factory) -> Path:
 
 
 INDEX_KILLS = [
-    ("several-shards", "qtsearch.build.pipeline:_write_npy", "after", 3, ""),
-    ("index-written", "qtsearch.build.pipeline:write_faiss_index", "after", 1, ""),
+    ("several-shards", "qtsearch.build.shards:write_npy", "after", 3, ""),
+    ("index-written", "qtsearch.build.index_stage:write_faiss_index", "after", 1, ""),
     ("metadata-half", "qtsearch.index.store:MetadataStore.insert_many", "after", 4, ""),
     ("parquet-export", "qtsearch.index.store:MetadataStore.to_parquet", "before", 1, ""),
     ("cleanup", "shutil:rmtree", "before", 1, "shards"),
@@ -244,6 +256,7 @@ INDEX_KILLS = [
 
 @pytest.mark.parametrize(("name", "target", "when", "nth", "suffix"), INDEX_KILLS,
                          ids=[k[0] for k in INDEX_KILLS])
+@pytest.mark.slow
 def test_build_killed_then_rerun_equals_uninterrupted(name, target, when, nth, suffix,
                                                       index_corpus, tiny_model,
                                                       index_reference, tmp_path):
@@ -257,13 +270,14 @@ def test_build_killed_then_rerun_equals_uninterrupted(name, target, when, nth, s
     assert_same_index(out, index_reference)
 
 
+@pytest.mark.slow
 def test_ctrl_c_says_what_is_kept_and_the_same_command_finishes_the_build(
         index_corpus, tiny_model, index_reference, tmp_path):
     """A real SIGINT as the third shard is embedded: exit 130 with one line saying what is
     kept and what to run; rerunning that command ends with the uninterrupted build's index."""
     out = tmp_path / "wiki"
     argv = index_argv(index_corpus, tiny_model, out)
-    r = subprocess.run([sys.executable, "-c", KILLER, "qtsearch.build.pipeline:_write_npy", "after",
+    r = subprocess.run([sys.executable, "-c", KILLER, "qtsearch.build.shards:write_npy", "after",
                         "3", "", *argv], capture_output=True, text=True,
                        env={**ENV, "QT_TEST_SIGNAL": "SIGINT"}, timeout=600)
     assert r.returncode == 130, r.stderr[-2000:]
@@ -278,6 +292,7 @@ def test_ctrl_c_says_what_is_kept_and_the_same_command_finishes_the_build(
     assert_same_index(out, index_reference)
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_add_leaves_the_index_unchanged(index_corpus, tiny_model,
                                                       index_reference, tmp_path):
     import shutil
@@ -299,6 +314,7 @@ def test_ctrl_c_during_add_leaves_the_index_unchanged(index_corpus, tiny_model,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["more.txt", "wiki"]
 
 
+@pytest.mark.slow
 def test_killed_overwrite_keeps_the_old_index_whole(index_corpus, tiny_model, index_reference,
                                                     tmp_path):
     """`build-index --overwrite` killed mid-way: the old index is still there, unchanged."""
@@ -310,7 +326,7 @@ def test_killed_overwrite_keeps_the_old_index_whole(index_corpus, tiny_model, in
     small = tmp_path / "small.txt"
     small.write_text("A different corpus.\nWith two lines.\n", encoding="utf-8")
     argv = [*index_argv(small, tiny_model, out), "--overwrite"]
-    killed_run("qtsearch.build.pipeline:write_faiss_index", "after", 1, argv)
+    killed_run("qtsearch.build.index_stage:write_faiss_index", "after", 1, argv)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
@@ -318,6 +334,7 @@ def test_killed_overwrite_keeps_the_old_index_whole(index_corpus, tiny_model, in
 # SQLite WAL, and readers of a replaced index
 
 
+@pytest.mark.slow
 def test_metadata_database_is_in_wal_mode(index_reference):
     conn = sqlite3.connect(index_reference / "meta.sqlite")
     try:
@@ -329,6 +346,7 @@ def test_metadata_database_is_in_wal_mode(index_reference):
         (index_reference / "meta.sqlite-wal").stat().st_size == 0
 
 
+@pytest.mark.slow
 def test_reader_of_a_replaced_index_keeps_its_answers(index_corpus, tiny_model,
                                                       index_reference, tmp_path):
     """A reader opened the index before `build-index --overwrite` replaced it: it goes on

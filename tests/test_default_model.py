@@ -35,6 +35,7 @@ def test_shipped_model_is_small_safe_and_records_its_validation() -> None:
     assert load_encoder().dim == 1200
 
 
+@pytest.mark.slow
 def test_battle_finds_war_and_songs_find_music(demo_index: Path) -> None:
     from qtsearch.query.search import Index
 
@@ -50,6 +51,7 @@ def test_battle_finds_war_and_songs_find_music(demo_index: Path) -> None:
     assert sum(any(w in h.text.lower() for w in music) for h in song) >= 5, [h.text for h in song]
 
 
+@pytest.mark.slow
 def test_demo_command_prints_results_and_reuses_its_index(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     cmd = [sys.executable, str(REPO / "cli.py"), "demo", "--out", str(out), "-k", "3"]

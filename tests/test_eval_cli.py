@@ -56,7 +56,7 @@ def test_markdown_table_and_rich_table(tiny_model, shared_data, tmp_path, capsys
     [
         (["--tasks", "nosuchtask"], 2, "unknown task 'nosuchtask'"),
         (["--limit", "3"], 2, "--limit must be at least 10"),
-        (["--data", "/nonexistent/data"], 3, "evaluation data folder not found"),
+        (["--data", "/nonexistent/data"], 3, "data folder not found"),
         (["--books", "/nonexistent/book.txt", "--tasks", "NextSent"], 3, "no such file"),
     ],
 )

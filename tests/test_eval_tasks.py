@@ -20,8 +20,9 @@ from qtsearch.evaluation.engine import (
     resolve_tasks,
     task_names,
 )
-from qtsearch.evaluation.files import data_root, sample
+from qtsearch.evaluation.files import sample
 from qtsearch.evaluation.tasks.next_sentence import NextSentence, ranks
+from qtsearch.paths import data_root
 
 SMALL_BOOK = "gutenberg/0744-ibsen-henrik--little-eyolf.txt.gz"  # held out, ~2k sentences
 
@@ -110,7 +111,7 @@ def test_limit_slices_each_split(shared_data):
 
 
 def test_missing_data_folder_is_input_error(tmp_path):
-    with pytest.raises(InputError, match="evaluation data folder not found"):
+    with pytest.raises(InputError, match="data folder not found"):
         data_root(tmp_path / "absent")
     (tmp_path / "transfer").mkdir()
     with pytest.raises(InputError, match="task file not found"):

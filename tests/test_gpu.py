@@ -13,7 +13,7 @@ import torch
 
 from qtsearch.index import open_faiss_index
 from qtsearch.index.faiss_backend import FaissBuilder, flat_vectors, recall_at_k
-from qtsearch.index.gpu import FlatSearch, assign_numpy, spherical_kmeans
+from qtsearch.index.gpu import FlatSearch, GpuFlatBackend, assign_numpy, spherical_kmeans
 from qtsearch.query.search import Index
 
 CPU = torch.device("cpu")
@@ -25,6 +25,19 @@ def vectors(flat) -> np.ndarray:
     """The 2,000 normalised sentence vectors of the session's real flat index."""
     index = open_faiss_index(flat / "index.faiss")
     return index.reconstruct_n(0, index.ntotal)
+
+
+@pytest.fixture(scope="module")
+def encoded(flat, tiny_model) -> np.ndarray:
+    """The same sentences' vectors as the encoder gives them (the index holds them whitened,
+    which removes the clusters an IVF relies on: README, "Fitted vectors")."""
+    from qtsearch.encode.encoder import load_encoder
+    from qtsearch.index.store import MetadataStore
+
+    with MetadataStore.open(flat / "meta.sqlite") as store:
+        rows = store.get(range(store.count()))
+    return load_encoder(tiny_model, device="cpu", precision="fp32").encode(
+        [rows[i]["text"] for i in sorted(rows)], normalize=True)
 
 
 def test_flat_vectors_is_the_stored_matrix(flat, vectors):
@@ -47,8 +60,9 @@ def test_kmeans_centroids_and_assignment_follow_faiss(vectors):
         spherical_kmeans(vectors[:10], 16, CPU)
 
 
-def test_builder_torch_path_builds_an_ivf_with_good_recall(vectors):
+def test_builder_torch_path_builds_an_ivf_with_good_recall(encoded):
     """FaissBuilder's GPU path (k-means and list assignment in torch), run on the CPU."""
+    vectors = encoded
     builder = FaissBuilder("IVF16,Flat", vectors.shape[1])
     builder.gpu = CPU
     builder.train(vectors)
@@ -94,7 +108,8 @@ def test_flat_search_on_gpu_matches_faiss(vectors):
 @needs_cuda
 def test_index_open_on_cuda_searches_on_the_gpu(flat):
     with Index.open(flat, device="cuda") as gpu, Index.open(flat, device="cpu") as cpu:
-        assert gpu.gpu_search is not None and cpu.gpu_search is None
+        assert isinstance(gpu.backend, GpuFlatBackend)
+        assert not isinstance(cpu.backend, GpuFlatBackend)
         query = "She was very fond of her father."
         want = [h.id for h in cpu.search(query, 10)[0]]
         got = [h.id for h in gpu.search(query, 10)[0]]
@@ -104,7 +119,7 @@ def test_index_open_on_cuda_searches_on_the_gpu(flat):
 
 def test_one_ahead_keeps_order_and_results():
     """The shard prefetch used beside a GPU yields what the plain loop yields, in order."""
-    from qtsearch.build.pipeline import _one_ahead
+    from qtsearch.build.shards import one_ahead as _one_ahead
 
     items = [3, 1, 2, 5]
     assert list(_one_ahead(lambda i: i * i, items, True)) == [9, 1, 4, 25]

@@ -158,6 +158,7 @@ def _embedded(partial: Path) -> list[int]:
         return []
 
 
+@pytest.mark.slow
 def test_kill_then_rerun_gives_identical_index(built, corpus, tiny_model, tmp_path, capsys):
     """SIGKILL the build once its first shard is embedded; the rerun resumes and ends with the
     same vectors, rows and manifest as the uninterrupted build."""

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from conftest import wikitext_slice
 
-from qtsearch.build.pipeline import IndexConfig, build_from_index, build_index
+from qtsearch.build.derive import build_from_index
+from qtsearch.build.pipeline import IndexConfig, build_index
 from qtsearch.errors import OutputError, UsageError
 from qtsearch.index import open_faiss_index, read_manifest
 from qtsearch.query.search import Index
@@ -77,7 +78,8 @@ def test_derived_manifest_records_its_source(flat, tmp_path):
     assert m["stages"]["read"] == m["stages"]["embed"] == 0.0 and m["stages"]["index"] > 0
     assert json.loads((result.path / "config.json").read_text())["index"] == "hnsw"
     assert sorted(p.name for p in result.path.iterdir()) == [
-        "config.json", "index.faiss", "manifest.json", "meta.parquet", "meta.sqlite"]
+        "config.json", "index.faiss", "manifest.json", "meta.parquet", "meta.sqlite",
+        "transform.json", "transform.safetensors"]
     assert not result.path.with_name("hnsw.partial").exists()
 
 
@@ -125,6 +127,7 @@ print((peak - base) / (builder.ntotal * d * 4))
 """
 
 
+@pytest.mark.slow
 def test_reserved_flat_build_peaks_near_its_final_size():
     """Added shard by shard without reserving, 20 shards peak at ~1.65x the final index
     (std::vector doubling copies the codes); reserved, the index is written in place."""

@@ -10,12 +10,14 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import wikitext_slice
 
-from qtsearch.build.pipeline import IndexConfig, add_to_index, build_index, default_out
+from qtsearch.build.append import add_to_index
+from qtsearch.build.pipeline import IndexConfig, build_index, default_out
 from qtsearch.encode.encoder import load_encoder
 from qtsearch.errors import InputError, ModelError, OutputError
 from qtsearch.index import apply_search_params, gpu_available, open_faiss_index, read_manifest
 from qtsearch.index.choose import FLAT_MAX, SQ8_MAX, choose_index, ivf_lists
 from qtsearch.index.store import MetadataStore
+from qtsearch.index.transform import VectorTransform
 
 #: ~3,700 sentences of WikiText-2 validation articles, split from running text.
 CORPUS_BYTES = 500_000
@@ -55,7 +57,8 @@ def test_manifest_and_counts(flat_index, corpus, tiny_model):
         assert store.count() == index.ntotal == m["count"]
     # nothing of the build is left behind
     assert flat_index.files == [
-        "config.json", "index.faiss", "manifest.json", "meta.parquet", "meta.sqlite"]
+        "config.json", "index.faiss", "manifest.json", "meta.parquet", "meta.sqlite",
+        "transform.json", "transform.safetensors"]
     assert not flat_index.path.with_name("wiki.partial").exists()
 
 
@@ -128,7 +131,7 @@ def test_add_appends(flat_index, shared_data, tiny_model, tmp_path):
     more = tmp_path / "more.txt"
     more.write_text("A new sentence about rivers.\nAnother one follows.\n\n"
                     "Second document here.\n", encoding="utf-8")
-    result = add_to_index(folder, [str(more)], progress=False)
+    result = add_to_index(folder, [str(more)], split_sentences=False, progress=False)
     assert result.added == 3 and result.count == before + 3
     m = read_manifest(folder)
     assert m["count"] == before + 3 and m["corpus"][-1]["path"] == str(more)
@@ -139,7 +142,7 @@ def test_add_appends(flat_index, shared_data, tiny_model, tmp_path):
     assert [r["doc"] for r in rows.values()] == [1, 1, 2]  # after the corpus' last document
     assert [r["position"] for r in rows.values()] == [0, 1, 0]
     vec = load_encoder(tiny_model).encode(["Second document here."], normalize=True)
-    _, found = index.search(vec, 1)
+    _, found = index.search(VectorTransform.load(folder).apply(vec), 1)  # the index's space
     assert found[0, 0] == before + 2
     # the Parquet copy follows
     assert pq.read_table(folder / "meta.parquet").num_rows == before + 3
@@ -244,5 +247,6 @@ def test_interrupted_rename_resumes_without_rework(corpus, tiny_model, tmp_path,
     result = build_index(cfg, progress=False)
     assert "everything" in result.resumed
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [
-        "config.json", "index.faiss", "manifest.json", "meta.sqlite"]
+        "config.json", "index.faiss", "manifest.json", "meta.sqlite", "transform.json",
+        "transform.safetensors"]
     assert not (tmp_path / "a.partial").exists()

@@ -15,7 +15,8 @@ from safetensors.numpy import load_file
 from qtsearch import load_encoder
 from qtsearch.models.folder import read_metrics
 from qtsearch.text.vocab import Vocab
-from qtsearch.training.multitask import MultitaskConfig, task_schedule, train_multitask
+from qtsearch.training.loop import task_schedule
+from qtsearch.training.multitask import MultitaskConfig, train_multitask
 
 REPO = Path(__file__).resolve().parents[1]
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"
@@ -52,6 +53,7 @@ def test_proportional_schedule_follows_the_tasks_sizes_and_the_seed() -> None:
     assert np.array_equal(tasks, again) and not np.array_equal(tasks, other)
 
 
+@pytest.mark.slow
 def test_both_tasks_learn_on_a_short_real_run(multitask_model: Path) -> None:
     """Held-out losses of both tasks fall; accuracies rise above their baselines."""
     rows = read_metrics(multitask_model)
@@ -67,6 +69,7 @@ def test_both_tasks_learn_on_a_short_real_run(multitask_model: Path) -> None:
     assert sum(r["batches"] for r in trained) == 80
 
 
+@pytest.mark.slow
 def test_the_shared_encoder_loads_and_keeps_the_corpus_ids(multitask_model: Path) -> None:
     config = json.loads((multitask_model / "config.json").read_text())
     assert config["encoder"]["objective"] == "multitask"
@@ -81,6 +84,7 @@ def test_the_shared_encoder_loads_and_keeps_the_corpus_ids(multitask_model: Path
     assert vecs.shape == (2, 64) and np.isfinite(vecs).all()
 
 
+@pytest.mark.slow
 def test_resume_continues_exactly(shared_data: Path, tmp_path: Path) -> None:
     def config(out: Path, steps: int) -> MultitaskConfig:
         return MultitaskConfig(
@@ -98,6 +102,7 @@ def test_resume_continues_exactly(shared_data: Path, tmp_path: Path) -> None:
         assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_cli_refuses_bad_options_and_files(shared_data: Path, tmp_path: Path) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, str(REPO / "cli.py"), "train-multitask", *args],

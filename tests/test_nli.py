@@ -19,7 +19,8 @@ from qtsearch.models.encoders import EncoderConfig
 from qtsearch.models.folder import read_metrics
 from qtsearch.models.infersent import InferSent, NLIClassifier, pair_features
 from qtsearch.text.nli import LABELS, label_counts, read_nli
-from qtsearch.training.nli import NLITask, NLITrainConfig, split_by_premise, train_nli
+from qtsearch.training.nli import NLITrainConfig, train_nli
+from qtsearch.training.tasks.nli import NLITask, split_by_premise
 
 REPO = Path(__file__).resolve().parents[1]
 SNLI = "nli/ketm/data/snli/test.txt"
@@ -96,6 +97,7 @@ def test_bad_files_raise_one_line_input_errors(tmp_path: Path, content: bytes,
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.slow
 def test_cli_bad_input_exits_with_the_documented_codes(tmp_path: Path) -> None:
     missing = cli("train-nli", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "m"))
     assert missing.returncode == 3

@@ -222,6 +222,7 @@ def trained(messy, tmp_path_factory):
 
 
 @pytest.mark.parametrize("kind", MESSY_KINDS)
+@pytest.mark.slow
 def test_train_reads_messy_text(kind, trained, messy):
     out, r = trained
     words = json.loads((out / "vocab.json").read_text(encoding="utf-8"))
@@ -257,6 +258,7 @@ def messy_index(trained, messy, tmp_path_factory):
 
 
 @pytest.mark.parametrize("kind", MESSY_KINDS)
+@pytest.mark.slow
 def test_build_index_reads_messy_text(kind, messy_index, messy):
     out, r = messy_index
     check_rows(kind, _rows_by_line(out, messy.path), messy, r.err)
@@ -273,11 +275,12 @@ def one_sentence_index(trained, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_one_sentence_corpus_indexes_and_answers(one_sentence_index, run):
     r = run("search", str(one_sentence_index), "Emma was happy.", "-k", "3", "--json")
     assert r.code == 0, r.err
-    (hits,) = json.loads(r.out)
-    assert [h["text"] for h in hits] == ["Emma was very happy."]
+    (answer,) = json.loads(r.out)
+    assert [h["text"] for h in answer["hits"]] == ["Emma was very happy."]
     assert "larger than the index" in r.err  # k=3 of 1: said, not failed
 
 
@@ -292,6 +295,7 @@ def added(one_sentence_index, messy, tmp_path_factory):
 
 
 @pytest.mark.parametrize("kind", MESSY_KINDS)
+@pytest.mark.slow
 def test_add_reads_messy_text(kind, added, messy):
     folder, r = added
     check_rows(kind, _rows_by_line(folder, messy.path), messy, r.err)
@@ -309,16 +313,18 @@ STDIN_QUERIES = {
 
 
 @pytest.mark.parametrize("kind", MESSY_KINDS)
+@pytest.mark.slow
 def test_search_reads_messy_queries_from_stdin(kind, messy_index, run):
     raw, top = STDIN_QUERIES[kind]
     r = run("search", str(messy_index[0]), "-", "-k", "1", "--json", stdin=raw)
     assert r.code == 0, r.err
-    assert json.loads(r.out)[0][0]["text"] == top
+    assert json.loads(r.out)[0]["hits"][0]["text"] == top
     if kind in ("invalid-utf8", "nul", "long-line"):
         assert "<stdin>:1: " in r.err  # repaired with a warning naming the line
 
 
 @pytest.mark.parametrize("kind", ["non-latin", "invalid-utf8"])
+@pytest.mark.slow
 def test_search_and_analogy_take_messy_arguments(kind, messy_index, run):
     if kind == "non-latin":
         a, b, c = NON_LATIN[:3]
@@ -326,12 +332,13 @@ def test_search_and_analogy_take_messy_arguments(kind, messy_index, run):
         a, b, c = (os.fsdecode(b"Bad \xff\xfe byte here."), "NUL in the middle.", NON_LATIN[0])
     r = run("search", str(messy_index[0]), a, "-k", "1", "--json")
     assert r.code == 0, r.err
-    assert json.loads(r.out)[0][0]["text"] in (a, "Bad \ufffd\ufffd byte here.")
+    assert json.loads(r.out)[0]["hits"][0]["text"] in (a, "Bad \ufffd\ufffd byte here.")
     r = run("analogy", str(messy_index[0]), a, b, c, "-k", "2", "--json")
     assert r.code == 0, r.err
-    assert len(json.loads(r.out)[0]) == 2
+    assert len(json.loads(r.out)[0]["hits"]) == 2
 
 
+@pytest.mark.slow
 def test_shell_takes_messy_lines(messy_index, tmp_path):
     env = {**ENV, "QTSEARCH_HISTORY": str(tmp_path / "hist"), "TERM": "dumb"}
     child = pexpect.spawn(str(Path(sys.executable).with_name("qtsearch")),
@@ -352,6 +359,7 @@ def test_shell_takes_messy_lines(messy_index, tmp_path):
     assert child.exitstatus == 0
 
 
+@pytest.mark.slow
 def test_eval_next_sentence_on_a_messy_book(trained, messy, shared_data, run):
     r = run("eval", str(trained[0]), "--tasks", "NextSent", "--books", str(messy.path),
             "--queries", "30", "--data", str(shared_data), "--json", "-q")
@@ -409,6 +417,7 @@ CORPUS_ROWS = [(c, k) for c in ("train", "build-index", "add", "eval") for k in 
 
 
 @pytest.mark.parametrize(("command", "kind"), CORPUS_ROWS)
+@pytest.mark.slow
 def test_unreadable_corpus_fails_clearly(command, kind, tiny_model, one_sentence_index, run,
                                          shared_data, tmp_path):
     path, word = bad_corpus(kind, tmp_path)
@@ -440,6 +449,7 @@ UNWRITABLE = "{file}/out"  # a path under a regular file: not writable, even for
 
 
 @pytest.mark.parametrize("command", ["train", "build-index", "export", "eval"])
+@pytest.mark.slow
 def test_unwritable_output_fails_clearly(command, tiny_model, one_sentence_index, messy, run,
                                          shared_data, tmp_path):
     blocker = tmp_path / "file.txt"
@@ -491,6 +501,7 @@ def test_damaged_model_fails_clearly(damage, tiny_model, messy, run, tmp_path):
 
 
 @pytest.mark.parametrize("command", ["search", "analogy", "shell", "eval", "bench", "info"])
+@pytest.mark.slow
 def test_damaged_model_fails_clearly_in_every_command(command, tiny_model, one_sentence_index,
                                                       shared_data, run, tmp_path):
     model = broken_model("truncated-weights", tiny_model, tmp_path)
@@ -543,6 +554,7 @@ INDEX_DAMAGE = {"counts-disagree": (5, "rows"), "no-faiss": (5, "index.faiss"),
 
 @pytest.mark.parametrize("damage", list(INDEX_DAMAGE))
 @pytest.mark.parametrize("command", ["search", "analogy", "shell", "add"])
+@pytest.mark.slow
 def test_damaged_index_fails_clearly_and_stays_as_it_was(command, damage, one_sentence_index,
                                                          tiny_model, messy, run, tmp_path):
     """Counts that disagree, missing or corrupt files, an index recorded with another model:
@@ -558,6 +570,7 @@ def test_damaged_index_fails_clearly_and_stays_as_it_was(command, damage, one_se
     assert not (tmp_path / f"{idx.name}.adding").exists()
 
 
+@pytest.mark.slow
 def test_query_with_a_different_model_fails_clearly(one_sentence_index, tiny_model, run):
     """--model naming another model than the index's: refused, not silently wrong."""
     for argv in (["search", str(one_sentence_index), "Emma was happy.", "-m", str(tiny_model)],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from qtsearch.errors import IndexError_, InputError, ModelError, UsageError
 from qtsearch.index.store import MetadataStore
 from qtsearch.query.search import Hit, Index
 
-HIT_KEYS = ["id", "score", "text", "source", "line", "doc", "position"]
+HIT_KEYS = ["id", "score", "text", "source", "line", "doc", "position", "legs"]
 QUERIES = ["She was very happy to see him again.",
            "Mr. Knightley said nothing.",
            "The weather was cold and wet all week."]
@@ -32,10 +33,11 @@ def index(api):
 
 @pytest.fixture(scope="module")
 def corpus_vectors(index) -> tuple[list[str], np.ndarray]:
-    """Every stored sentence and its normalised vector, for exhaustive reference answers."""
+    """Every stored sentence and its vector as the index holds it (flat: exact), for
+    exhaustive reference answers."""
     rows = index.store.get(range(index.count))
     texts = [rows[i]["text"] for i in range(index.count)]
-    return texts, index.encoder.encode(texts, normalize=True)
+    return texts, index.backend.reconstruct(np.arange(index.count))
 
 
 def _exact(vectors: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -53,9 +55,9 @@ def _check_against_exact(hits: list[Hit], vectors: np.ndarray, query: np.ndarray
 
 def test_search_returns_the_exact_neighbours_with_metadata(index, corpus_vectors):
     texts, vectors = corpus_vectors
-    results = index.search(QUERIES, k=7)
+    results = index.search(QUERIES, k=7, mode="semantic")
     assert len(results) == len(QUERIES)
-    queries = index.encoder.encode(QUERIES, normalize=True)
+    queries = index.embed(QUERIES)
     for hits, q in zip(results, queries, strict=True):
         assert len(hits) == 7
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
@@ -68,7 +70,7 @@ def test_search_returns_the_exact_neighbours_with_metadata(index, corpus_vectors
 
 def test_a_stored_sentence_finds_itself_first(index):
     (record,) = index.get([1234])
-    top = index.search([record.text], k=1)[0][0]
+    top = index.search([record.text], k=1, mode="semantic")[0][0]
     assert top.text == record.text
     assert top.score == pytest.approx(1.0, abs=1e-4)
 
@@ -80,16 +82,16 @@ def _faiss_threads_seen(idx: Index, monkeypatch) -> list[int]:
     from qtsearch.index import faiss_backend
 
     seen: list[int] = []
-    search = idx.faiss_index.search
+    search = idx.backend.index.search
 
     def spy(q, k):
         seen.append(faiss.omp_get_max_threads())
         return search(q, k)
 
-    monkeypatch.setattr(idx.faiss_index, "search", spy)
-    idx.search(QUERIES[0], 3)
+    monkeypatch.setattr(idx.backend.index, "search", spy)
+    idx.search(QUERIES[0], 3, mode="semantic")
     assert len(QUERIES * 2) > faiss_backend.FEW_QUERIES
-    idx.search(QUERIES * 2, 3)
+    idx.search(QUERIES * 2, 3, mode="semantic")
     return seen
 
 
@@ -136,14 +138,15 @@ def test_search_ids_leaves_each_sentence_out_of_its_own_list(index, corpus_vecto
 def test_analogy_ranks_by_normalised_offset(index, corpus_vectors):
     texts, vectors = corpus_vectors
     a, b, c = texts[100], texts[200], texts[1300]
-    va, vb, vc = index.encoder.encode([a, b, c], normalize=True)
+    va, vb, vc = index.embed([a, b, c])
     query = (vc + vb - va) / np.linalg.norm(vc + vb - va)
     kept = index.analogy(a, b, c, k=8, exclude_inputs=False)
     _check_against_exact(kept, vectors, query)
     excluded = index.analogy(a, b, c, k=8)
     assert len(excluded) == 8
     assert not {h.text for h in excluded} & {a, b, c}
-    assert [h.id for h in excluded] == [h.id for h in kept if h.text not in (a, b, c)][:8]
+    wider = index.analogy(a, b, c, k=11, exclude_inputs=False)  # room for the three inputs
+    assert [h.id for h in excluded] == [h.id for h in wider if h.text not in (a, b, c)][:8]
 
 
 def test_analogy_with_a_equal_to_b_returns_c(index, corpus_vectors):
@@ -189,7 +192,7 @@ def test_empty_queries_are_refused(index, bad):
 
 def test_queries_of_unknown_words_only_are_refused(index):
     with pytest.raises(InputError, match="vocabulary"):
-        index.search(["Qwxzv Blorptangle zzyzx"], k=3)
+        index.search(["Qwxzv Blorptangle zzyzx"], k=3, mode="semantic")
     with pytest.raises(InputError, match="vocabulary"):
         index.analogy(QUERIES[0], "Qwxzv", QUERIES[1])
 
@@ -263,8 +266,8 @@ def test_every_index_type_answers_close_to_exact(index_type, tmp_path_factory, s
     with Index.open(folder) as approx:
         assert approx.index_type == index_type
         assert approx.params == manifest["index_params"]
-        found = approx.search(QUERIES, k=10)
-    truth = [_exact(vectors, q, 10)[0] for q in index.encoder.encode(QUERIES, normalize=True)]
+        found = approx.search(QUERIES, k=10, mode="semantic")
+    truth = [_exact(vectors, q, 10)[0] for q in index.embed(QUERIES)]
     recall = np.mean([len({h.id for h in hits} & set(t.tolist())) / 10
                       for hits, t in zip(found, truth, strict=True)])
     assert recall >= 0.8
@@ -291,7 +294,7 @@ def test_search_parameters_can_be_overridden(tmp_path_factory, shared_data, tiny
 
     folder = small_index(tmp_path_factory, shared_data, tiny_model, "hnsw")
     with Index.open(folder, params={"efSearch": 77}) as idx:
-        assert faiss.downcast_index(idx.faiss_index).hnsw.efSearch == 77
+        assert faiss.downcast_index(idx.backend.index).hnsw.efSearch == 77
         assert idx.params["efSearch"] == 77
         assert "efSearch=77" in idx.describe()
     with pytest.raises(UsageError, match="do not apply"):
@@ -303,3 +306,12 @@ def test_import_qtsearch_does_not_load_faiss():
             "from qtsearch import Index; assert Index.__name__ == 'Index'; "
             "assert 'faiss' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_nothing_outside_the_index_package_imports_faiss():
+    """The backend seam: vectors are reached through qtsearch.index.backend only."""
+    package = Path(__file__).resolve().parents[1] / "qtsearch"
+    offenders = [str(p.relative_to(package)) for p in package.rglob("*.py")
+                 if p.parent != package / "index" and re.search(
+                     r"^\s*(import faiss|from faiss)", p.read_text(encoding="utf-8"), re.M)]
+    assert offenders == []

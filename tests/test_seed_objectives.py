@@ -20,7 +20,8 @@ from qtsearch.models.encoders import EncoderConfig, TransformerEncoder
 from qtsearch.models.fastsent import TOP_K, fastsent_loss
 from qtsearch.models.folder import read_metrics
 from qtsearch.models.sdae import SDAE, add_noise
-from qtsearch.training.trainer import TrainConfig, lr_factor, train
+from qtsearch.training.loop import lr_factor
+from qtsearch.training.trainer import TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[1]
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"
@@ -176,6 +177,7 @@ def test_warmup_then_decay_values() -> None:
                 "layers": 1, "lr": 1e-3, "warmup_steps": 10, "max_steps": 60}, 128, 0.03),
     ],
 )
+@pytest.mark.slow
 def test_short_real_training_improves_its_validation_metric(
     objective: str, options: dict, dim: int, drop: float, shared_data: Path, tmp_path: Path
 ) -> None:
@@ -198,6 +200,7 @@ def test_short_real_training_improves_its_validation_metric(
     [("sdae", {"batch_size": 32}), ("qt", {"encoder": "transformer", "heads": 4, "layers": 1,
                                             "warmup_steps": 4})],
 )
+@pytest.mark.slow
 def test_resume_is_exact_with_noise_and_dropout(objective: str, options: dict,
                                                shared_data: Path, tmp_path: Path) -> None:
     kw = dict(objective=objective, max_steps=8, val_every=4, checkpoint_every=4, **options)
@@ -242,6 +245,7 @@ def test_bad_combinations_are_refused(options: dict, shared_data: Path, tmp_path
         train(config(shared_data, tmp_path, **options), progress=False)
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_bad_objective_in_one_line(shared_data: Path, tmp_path: Path) -> None:
     r = subprocess.run(
         [sys.executable, str(REPO / "cli.py"), "train", str(shared_data / BOOK), "--out",

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pexpect
+import pytest
 
 PROMPT = "qtsearch> "
 #: Generous: the first start imports torch and faiss on a busy 2-core machine.
@@ -25,6 +26,7 @@ def spawn(index: Path, history: Path, *extra: str) -> pexpect.spawn:
     child = pexpect.spawn(str(Path(sys.executable).with_name("qtsearch")),
                           ["shell", str(index), *extra], env=env, encoding="utf-8",
                           timeout=30, dimensions=(50, 160), preexec_fn=_default_sigint)
+    child.expect_exact(f"loading {index}…", timeout=START_TIMEOUT)  # shown before the wait
     child.expect("ready: ", timeout=START_TIMEOUT)
     child.expect_exact(PROMPT)
     return child
@@ -37,6 +39,7 @@ def ask(child: pexpect.spawn, line: str) -> str:
     return child.before
 
 
+@pytest.mark.slow
 def test_a_session(flat, api, tmp_path):
     history = tmp_path / "hist"
     child = spawn(flat, history, "-k", "4")
@@ -60,13 +63,15 @@ def test_a_session(flat, api, tmp_path):
     passage = api.context(hit.id)
     assert f"document {hit.doc}" in shown
     assert all(f" {r.id} " in shown for r in passage)
-    assert "neighbours of 1200" in ask(child, ":id 1200")
+    assert f"neighbours of 1200: {api.get([1200])[0].text[:30]}" in ask(child, ":id 1200")
 
     help_text = ask(child, ":help")
     assert ":analogy A | B | C" in help_text and str(history) in help_text
 
     # mistakes print one line and the shell goes on
-    assert "error:" in ask(child, "Qwxzv Blorptangle")
+    shown = ask(child, "Qwxzv Blorptangle")  # hybrid: said so, searched by its words only
+    assert "unknown to the model" in shown and "0 results in" in shown
+    assert "error:" in ask(child, "   :k")
     assert "unknown command" in ask(child, ":frobnicate")
     assert "usage: :k N" in ask(child, ":k many")
     assert "usage: :analogy" in ask(child, ":analogy only | two")
@@ -88,6 +93,28 @@ def test_a_session(flat, api, tmp_path):
     assert query in lines and ":k 2" in lines and "half a sentence that is never" not in lines
 
 
+@pytest.mark.slow
+def test_modes_and_filters(flat, api, tmp_path):
+    child = spawn(flat, tmp_path / "hist", "-k", "3", "--mode", "lexical")
+    query = "Emma walked to Hartfield with Harriet."
+    want = api.search(query, k=3, mode="lexical")[0]
+    assert all(f" {h.id} " in ask(child, query) for h in want)
+    assert "mode = semantic" in ask(child, ":mode semantic")
+    assert "where: doc=1" in ask(child, ":where doc=1")
+    shown = ask(child, query)
+    assert all(f" {h.id} " in shown
+               for h in api.search(query, k=3, mode="semantic", where={"doc": 1})[0])
+    assert "cannot filter on" in ask(child, ":where colour=red")
+    assert "usage: :mode" in ask(child, ":mode fuzzy")
+    assert "where: no filter" in ask(child, ":where")
+    assert "semantic search" in ask(child, ":help")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+@pytest.mark.slow
 def test_history_is_recalled_in_the_next_session(flat, tmp_path):
     history = tmp_path / "hist"
     child = spawn(flat, history)

@@ -34,6 +34,7 @@ def _reference(encoder, batch, lengths, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.slow
 def test_stepped_path_equals_the_torch_modules(shared_data, tiny_model, dtype):
     """uni-GRU (the session's tiny model) and MC-QT (the shipped model), rows in input order."""
     for path in (tiny_model, None):
@@ -71,6 +72,7 @@ def test_models_without_gru_readers_or_too_large_keep_nn_modules(monkeypatch):
     assert SteppedEncoder.for_model(uni, torch.float32) is None
 
 
+@pytest.mark.slow
 def test_batches_in_flight_come_back_in_order_and_a_caller_may_stop_early(shared_data):
     """embed_all hands batches to the helper threads ahead of the caller (two torch threads
     here, the suite's one would step them in this thread): each result is its own batch's

@@ -93,3 +93,39 @@ def test_readonly_and_errors(store, tmp_path):
         MetadataStore.open(other)
     with pytest.raises(OutputError, match="already exists"):
         MetadataStore.create(tmp_path / "meta.sqlite")
+
+
+# -- read side of the full-text table ------------------------------------------------------------
+
+@pytest.fixture()
+def fts(store, tmp_path):
+    store.fts_create()
+    store.fts_fill(0)
+    store.checkpoint()
+    ro = MetadataStore.open(tmp_path / "meta.sqlite")
+    yield ro
+    ro.close()
+
+
+def test_columns_and_ids_where(fts):
+    assert fts.columns() == ["id", "text", "source", "line", "doc", "position"]
+    assert fts.ids_where("sentences.doc = ?", (0,)).tolist() == [0, 1, 2]
+    assert fts.ids_where("sentences.source = ? AND line > ?", ("b.txt", 1)).tolist() == [4]
+    assert fts.ids_where("sentences.doc = ?", (9,)).tolist() == []
+
+
+def test_bm25_ranks_rows_that_hold_the_words(fts):
+    hits = fts.bm25('"rain" OR "cat"', 10)
+    assert sorted(i for i, _ in hits) == [0, 3] and all(s > 0 for _, s in hits)
+    assert fts.bm25('"cat"', 10, "sentences.doc = ?", (1,)) == []
+    assert [i for i, _ in fts.bm25('"unicode"', 10)] == [4]  # diacritics folded: ünïcode
+    assert [i for i, _ in fts.bm25('"it"', 1, ranked=False)] == [1]
+    assert fts.term_rows("it", 10) == 2 and fts.term_rows("it", 1) == 1
+
+
+@pytest.mark.parametrize("word", ['"', 'a"b', "AND", "*", "NEAR(x", "col:x", "^", ""])
+def test_fts_phrase_quotes_anything(fts, word):
+    from qtsearch.index.store import fts_phrase
+
+    assert fts.term_rows(word, 5) == 0
+    assert fts.bm25(fts_phrase(word), 5) == []

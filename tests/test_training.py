@@ -88,7 +88,7 @@ def test_every_encoder_trains_and_loads(encoder: str, shared_data: Path, tmp_pat
     dims = {"bi": 4 * 32, "bow": 2 * 16, "mc": 8 * 32}
     assert enc.dim == dims[encoder]
     assert enc.encode(["A sentence."]).shape == (1, dims[encoder])
-    assert 0 <= result.val_accuracy <= 1
+    assert 0 <= result.last["val_accuracy"] <= 1
 
 
 def test_resume_continues_exactly(shared_data: Path, tmp_path: Path) -> None:
@@ -105,6 +105,7 @@ def test_resume_continues_exactly(shared_data: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.slow
 def test_ctrl_c_or_kill_saves_a_checkpoint_that_resumes(sig: int, shared_data: Path,
                                                         tmp_path: Path) -> None:
     out = tmp_path / "m"
@@ -168,6 +169,7 @@ def test_corpus_smaller_than_two_batches_is_refused(shared_data: Path, tmp_path:
         ("--max-steps", "0"),
     ],
 )
+@pytest.mark.slow
 def test_bad_option_values_give_one_line_and_exit_2(
     option: str, value: str, shared_data: Path, tmp_path: Path
 ) -> None:
@@ -177,6 +179,7 @@ def test_bad_option_values_give_one_line_and_exit_2(
     assert r.stderr.strip().count("\n") == 0 and r.stderr.startswith("qtsearch: error:")
 
 
+@pytest.mark.slow
 def test_bad_corpus_gives_one_line_and_exit_3(tmp_path: Path) -> None:
     binary = tmp_path / "blob.txt"
     binary.write_bytes(bytes(range(256)) * 64)
@@ -202,3 +205,17 @@ def test_info_json_reports_validation(tiny_model: Path) -> None:
 def test_options_are_checked_in_python_too(shared_data: Path, tmp_path: Path) -> None:
     with pytest.raises(UsageError):
         train(small_config(shared_data, tmp_path / "m", context=2), progress=False)
+
+
+def test_help_shows_the_defaults_that_depend_on_the_encoder() -> None:
+    """`--hidden`, `--warmup-steps` and `--lr-schedule` default by encoder: the help says how."""
+    from typer.testing import CliRunner
+
+    from qtsearch.cli import app
+
+    r = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    text = " ".join(r.output.split())
+    for shown in ("[default: (1000; transformer 512)]", "[default: (0; transformer 1000)]",
+                  "[default: (constant; transformer inverse-sqrt)]"):
+        assert shown in text, shown

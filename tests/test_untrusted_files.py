@@ -72,6 +72,7 @@ def small_index(tiny_model, tmp_path_factory) -> Path:
     return folder / "index"
 
 
+@pytest.mark.slow
 def test_pickle_as_model_weights_is_refused(tiny_model, small_index, tmp_path):
     """weights.safetensors replaced by a pickle: loading the model for indexing and for
     querying (the index records the model's path) is refused, nothing runs."""
@@ -87,6 +88,7 @@ def test_pickle_as_model_weights_is_refused(tiny_model, small_index, tmp_path):
     assert_refused(r, 4, "weights.safetensors", marker)
 
 
+@pytest.mark.slow
 def test_pickle_as_checkpoint_is_refused_by_resume(shared_data, tmp_path):
     """checkpoint/state.safetensors replaced by a pickle: `train --resume` refuses it."""
     marker = tmp_path / "pwned"
@@ -105,6 +107,7 @@ def test_pickle_as_checkpoint_is_refused_by_resume(shared_data, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["index.faiss", "meta.sqlite"])
+@pytest.mark.slow
 def test_pickle_in_an_index_is_refused(name, small_index, tmp_path):
     marker = tmp_path / "pwned"
     index = tmp_path / "index"

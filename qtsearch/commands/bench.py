@@ -1,4 +1,5 @@
-"""`qtsearch bench analogy build|run`: the Yelp sentence-analogy benchmark (paper appendix A)."""
+"""`qtsearch bench analogy build|run`: the Yelp sentence-analogy benchmark (paper appendix A);
+`qtsearch bench relevance`: retrieval quality through the engine (index + search modes)."""
 
 from __future__ import annotations
 
@@ -47,10 +48,11 @@ random:DIR). Each encoder's pool vectors are cached ($QTSEARCH_CACHE, default
 @analogy_app.command("build", help=BUILD_HELP)
 def build(
     out_file: Path | None = typer.Option(None, "--out", "-o",
-                                         help="Tuples file to write (default: the committed "
-                                              "benchmarks/analogy/yelp_tuples.jsonl)."),
+                                         help="Tuples file to write (default: the file shipped "
+                                              "in the package, replaced)."),
     data: Path | None = typer.Option(None, help="The shared data folder, holding yelp/ and "
-                                                "analogy/ (default: ../shared/data)."),
+                                                "analogy/ (default: $QTSEARCH_DATA, else "
+                                                "../shared/data beside a checkout)."),
     cap: int = typer.Option(40, help="Tuples per word pair at most (no pair dominates)."),
     min_shared: int = typer.Option(3, help="Words two paired sentences must share."),
     seed: int = typer.Option(0, help="Seed of the (deterministic) tuple selection."),
@@ -96,10 +98,10 @@ def run(
     baselines: str = typer.Option("glove,random,minilm",
                                   help="Comma-separated baselines to add: glove, random, "
                                        "minilm; 'none' for none."),
-    tuples: Path | None = typer.Option(None, help="Tuples file (default: the committed "
-                                                  "benchmarks/analogy/yelp_tuples.jsonl)."),
+    tuples: Path | None = typer.Option(None, help="Tuples file (default: the one shipped in "
+                                                  "the package)."),
     data: Path | None = typer.Option(None, help="The shared data folder (default: "
-                                                "../shared/data)."),
+                                                "$QTSEARCH_DATA, else ../shared/data)."),
     as_json: bool = typer.Option(False, "--json", help="Print all figures as JSON."),
     markdown: Path | None = typer.Option(None, help="Also write the tables as Markdown here."),
     cache: bool = typer.Option(True, help="Reuse / store the pool vectors of each encoder."),
@@ -133,11 +135,7 @@ def run(
                                         + (" (cached)" if result.cached else ""))
             results.append(result)
     if markdown is not None:
-        try:
-            markdown.write_text(markdown_report(results, len(pool), tuples_path.name),
-                                encoding="utf-8")
-        except OSError as e:
-            raise OutputError(f"{markdown}: cannot write ({e.strerror or e})") from e
+        write_text(markdown, markdown_report(results, len(pool), tuples_path.name))
     if as_json:
         print_json(report_json(results, tuples_path, len(pool)))
         return
@@ -163,6 +161,80 @@ def baseline_specs(baselines: str, first_model: str) -> list[str]:
         raise UsageError(f"unknown baseline {unknown[0]!r}: choose from glove, random, minilm")
     return [f"random:{first_model}" if n == "random" and first_model != "default"
             else n for n in names]
+
+
+RELEVANCE_HELP = _paragraphs("""Relevance of search results, systems side by side.
+
+Each task builds a real index over its pool with build-index's code path and sends every query
+through Index.search, as a user would: paraphrase retrieval on STS-B train and dev (pairs with
+gold >= 4; pool: every sentence of the split), MSRP test positives and SICK test (relatedness
+>= 4.5), and topical retrieval on TREC (test questions find questions of the same fine type).
+Reported: R@1, R@10 (a relevant sentence among the first k hits), MRR@10, and P@10 for TREC;
+the query's own row is left out of its hits.
+
+Systems: every search mode of each --model (lexical = BM25 alone, once), and the semantic mode
+of each --baselines encoder (glove: mean GloVe; minilm: all-MiniLM-L6-v2; model2vec: a static
+model distilled from it; the last two need the optional extra named encoders).
+--systems MODEL:MODE,… picks exact systems instead. Indexes are cached per task, encoder and
+build code under $QTSEARCH_CACHE/relevance (default ~/.cache/qtsearch): a rerun only searches.""")
+
+
+@bench_app.command("relevance", help=RELEVANCE_HELP)
+def relevance(
+    models: list[str] = typer.Option(["default"], "--model", "-m",
+                                     help="Model folder or encoder name (repeatable); each is "
+                                          "run in every search mode."),
+    baselines: str = typer.Option("glove,minilm,model2vec",
+                                  help="Comma-separated encoders run in semantic mode: glove, "
+                                       "minilm, model2vec, or model folders; 'none' for none."),
+    systems: str | None = typer.Option(None, help="Exact systems instead, MODEL:MODE "
+                                                  "comma-separated (e.g. default:hybrid,"
+                                                  "minilm:semantic)."),
+    tasks: str = typer.Option("all", "--tasks", "-t",
+                              help="Tasks or groups, comma-separated: all, paraphrase, "
+                                   "topical, STSB-train, STSB-dev, MSRP, SICK, TREC."),
+    limit: int | None = typer.Option(None, min=1, help="Rows of each task file, drawn at "
+                                                       "random (quick runs); default all."),
+    seed: int = typer.Option(0, help="Seed of the --limit sample."),
+    data: Path | None = typer.Option(None, help="The data folder holding sts/ and transfer/ "
+                                                "(default: $QTSEARCH_DATA, else ../shared/data)."),
+    as_json: bool = typer.Option(False, "--json", help="Print all figures as JSON."),
+    markdown: Path | None = typer.Option(None, help="Also write the table as Markdown here."),
+    rebuild: bool = typer.Option(False, help="Build every index again, ignoring the cache."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    from qtsearch.evaluation.relevance.engine import RelevanceConfig, load_tasks
+    from qtsearch.evaluation.relevance.report import table, to_markdown
+    from qtsearch.evaluation.relevance.runner import parse_systems, run_benchmark
+    from qtsearch.paths import data_root
+
+    names = [b.strip() for b in baselines.split(",") if b.strip() not in ("", "none")]
+    chosen = parse_systems(models, names, systems.split(",") if systems else ())
+    config = RelevanceConfig(tasks=[tasks], data_dir=str(data) if data else None, limit=limit,
+                             seed=seed)
+    loaded = load_tasks(config, data_root(config.data_dir))
+    result = run_benchmark(loaded, chosen, config, device=device, rebuild=rebuild, console=err,
+                           progress=not quiet)
+    if markdown is not None:
+        write_text(markdown, to_markdown(result))
+    if as_json:
+        print_json(result.to_json())
+        return
+    header, rows, best = table(result)
+    view = Table(title=f"Relevance: {', '.join(t.name for t in loaded)}", box=box.SIMPLE_HEAD)
+    for i, name in enumerate(header):
+        view.add_column(name, no_wrap=i < 2, justify="left" if i < 2 else "right")
+    for row, top in zip(rows, best, strict=True):
+        view.add_row(*(f"[bold]{c}[/bold]" if i in top else c for i, c in enumerate(row)))
+    out.print(view)
+
+
+def write_text(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise OutputError(f"{path}: cannot write ({e.strerror or e})") from e
 
 
 def register(app: typer.Typer) -> None:

@@ -6,19 +6,24 @@ from pathlib import Path
 
 import typer
 
-from qtsearch.commands.common import err, out
+from qtsearch.commands.common import err, out, top_k_option
 
 
 def demo(
-    out_dir: Path = typer.Option(Path("indexes/demo"), "--out", help="Where to build the index."),
-    k: int = typer.Option(5, "-k", help="Results per query."),
+    out_dir: Path = typer.Option(Path("indexes/demo"), "--out", "-o",
+                                 help="Where to build the index."),
+    k: int = top_k_option(5),
 ) -> None:
-    """Build an index over the bundled WikiText-2 demo articles (once) and show real searches."""
+    """Build an index over the bundled WikiText-2 demo articles (once) and show real searches.
+
+    Build progress goes to stderr and the results to stdout, so `qtsearch demo | head` ends
+    quietly with a finished index, never a half-written one.
+    """
     from qtsearch.demo import ANALOGY, QUERIES, ensure_demo_index
     from qtsearch.query.search import Index
     from qtsearch.ui.shell import hits_table
 
-    path = ensure_demo_index(out_dir)
+    path = ensure_demo_index(out_dir, console=err)
     index = Index.open(path, device="cpu")
     err.print(f"[dim]index {path}: {index.count:,} sentences[/dim]")
     for query, hits in zip(QUERIES, index.search(QUERIES, k), strict=True):

@@ -7,14 +7,14 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from qtsearch.commands.common import err, out, print_json
+from qtsearch.commands.common import err, model_option, out, print_json
 from qtsearch.errors import OutputError, UsageError
 
 HELP = (
     "Evaluate sentence encoders on SentEval-style tasks, with baselines and published figures "
     "beside.\n\n"
-    "MODEL is one or more model folders (default: the shipped model); glove, minilm and "
-    "random[:DIR] name baselines too.\n\n"
+    "MODEL is one or more model folders (default: the shipped model; -m/--model DIR works "
+    "too); glove, minilm and random[:DIR] name baselines too.\n\n"
     "Tasks (--tasks: names or groups, comma-separated): classification = MR CR SUBJ MPQA "
     "(10-fold CV), TREC SST2; pairs = MSRP SICK-E; relatedness = SICK-R STSB (dev); "
     "sts = STS12 … STS16 (cosine, no training); retrieval = NextSent (the true next sentence "
@@ -29,6 +29,8 @@ HELP = (
 def evaluate(
     models: list[str] = typer.Argument(
         None, metavar="MODEL", help="Model folders or baseline names (default: shipped model)."),
+    model_opts: list[str] | None = model_option("A model folder or baseline name, as MODEL "
+                                                "(repeatable; evaluated after MODEL)."),
     tasks: str = typer.Option(
         "all", "--tasks", "-t", help="Task or group names, comma-separated (all, classification, "
         "pairs, relatedness, sts, retrieval, MR, …, NextSent)."),
@@ -45,7 +47,7 @@ def evaluate(
     device: str = typer.Option("auto", help="auto | cpu | cuda (encoding only)."),
     batch_size: int = typer.Option(256, help="Sentences per encoding batch."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
-    markdown: str | None = typer.Option(None, "--markdown", "-m", metavar="FILE",
+    markdown: str | None = typer.Option(None, "--markdown", "-M", metavar="FILE",
                                         help="Also write the table as Markdown (- for stdout)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
@@ -63,7 +65,8 @@ def evaluate(
                         seed=seed, books=[str(b) for b in books] if books else None,
                         queries=queries, batch_size=batch_size)
     loaded = load_tasks(config)  # bad task names or data fail before any model loads
-    specs = list(models or ["default"]) + [b.strip() for b in baselines.split(",") if b.strip()]
+    named = [*(models or []), *(model_opts or [])]
+    specs = (named or ["default"]) + [b.strip() for b in baselines.split(",") if b.strip()]
     encoders, skipped = resolve_encoders(specs, device=device)
     for message in skipped:
         err.print(f"[yellow]qtsearch: warning: {message}[/yellow]")

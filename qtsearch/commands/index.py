@@ -1,4 +1,4 @@
-"""`qtsearch build-index`, `add`, `export`, and the index half of `qtsearch info`."""
+"""`qtsearch build-index`, `add`, `export`."""
 
 from __future__ import annotations
 
@@ -8,18 +8,14 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from qtsearch.build.pipeline import (
-    STAGES,
-    IndexConfig,
-    add_to_index,
-    build_index,
-    folder_bytes,
-    total_seconds,
-)
+from qtsearch.build.append import add_to_index, split_option
+from qtsearch.build.pipeline import IndexConfig, build_index, total_seconds
+from qtsearch.build.state import STAGES
 from qtsearch.commands.common import err, out
 from qtsearch.errors import OutputError
 from qtsearch.index.manifest import META_FILE, read_manifest
 from qtsearch.index.store import MetadataStore
+from qtsearch.index.transform import DEFAULT_FIT
 
 BUILD_HELP = (
     "Turn a corpus into a searchable index (FAISS vectors + SQLite metadata).\n\n"
@@ -40,12 +36,18 @@ def _size(n: float) -> str:
     return f"{n:,.1f} GB"
 
 
-def summary_table(manifest: dict[str, Any], bytes_on_disk: int) -> Table:
-    """Time per stage and throughput of a finished build."""
+def summary_table(manifest: dict[str, Any], bytes_on_disk: int, resumed: bool = False) -> Table:
+    """Time per stage and throughput of a finished build. The caption is one phrase a line,
+    and the table at least as wide as the longest, so no phrase is ever cut in two; after a
+    resumed build the times (and the total) include the earlier, interrupted runs."""
     n = manifest["count"]
-    table = Table(title=f"{n:,} sentences indexed",
-                  caption=f"{manifest['index_type']} ({manifest['index_key']}), dim "
-                          f"{manifest['dim']}, {_size(bytes_on_disk)} on disk")
+    fit = (manifest.get("transform") or {}).get("spec", "none")
+    phrases = [f"{manifest['index_type']} ({manifest['index_key']})",
+               f"dim {manifest['dim']}, fit {fit}", f"{_size(bytes_on_disk)} on disk"]
+    if resumed:
+        phrases.append("times include earlier, interrupted runs")
+    table = Table(title=f"{n:,} sentences indexed", caption="\n".join(phrases),
+                  min_width=max(map(len, phrases)) + 2)
     table.add_column("stage")
     table.add_column("seconds", justify="right")
     table.add_column("sentences/s", justify="right")
@@ -55,7 +57,8 @@ def summary_table(manifest: dict[str, Any], bytes_on_disk: int) -> Table:
         table.add_row(name, f"{secs:,.1f}", f"{n / secs:,.0f}" if secs > 0 else "—")
     parallel = manifest.get("build", {}).get("parallel_stages")
     total = total_seconds(stages, parallel)
-    table.add_row("[bold]total[/bold]" + (" (index ∥ metadata)" if parallel else ""),
+    label = ", ".join(["index ∥ metadata"] * bool(parallel) + ["all runs"] * resumed)
+    table.add_row("[bold]total[/bold]" + (f" ({label})" if label else ""),
                   f"[bold]{total:,.1f}",
                   f"[bold]{n / total:,.0f}" if total > 0 else "—")
     return table
@@ -81,6 +84,11 @@ def build_index_cmd(
     shard_size: int = typer.Option(
         50_000, help="Sentences per on-disk shard (the unit a rerun resumes from)."),
     batch_size: int = typer.Option(512, help="Sentences per embedding batch."),
+    fit: str = typer.Option(
+        DEFAULT_FIT, "--fit", help="Vectors fitted to the corpus, applied to every vector "
+        "and query: auto | none | centre | abtt:D (remove the top D principal directions) | "
+        "whiten:K (whiten to K dims); auto: whiten:768 under 300k sentences, centre from "
+        "there on (where IVF is chosen)."),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Replace an existing index (kept until the new one is done)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
@@ -89,18 +97,20 @@ def build_index_cmd(
         corpus=[str(p) for p in corpus], model=str(model) if model else None,
         out=str(out_dir) if out_dir else None, index=index, split_sentences=split_sentences,
         device=device, precision=precision, parquet=parquet, shard_size=shard_size,
-        batch_size=batch_size, overwrite=overwrite)
+        batch_size=batch_size, overwrite=overwrite, fit=fit)
     result = build_index(config, progress=not quiet, console=err)
     if not quiet:
-        out.print(summary_table(result.manifest, result.bytes_on_disk))
+        out.print(summary_table(result.manifest, result.bytes_on_disk, bool(result.resumed)))
     out.print(f"index of {result.manifest['count']:,} sentences → {result.path}")
 
 
 def add_cmd(
     index: Path = typer.Argument(..., help="An index folder made by build-index."),
     corpus: list[Path] = typer.Argument(..., help="More text files or folders to append."),
-    split_sentences: bool = typer.Option(
-        False, "--split-sentences", help="Input is running text: split it into sentences."),
+    split_sentences: bool | None = typer.Option(
+        None, "--split-sentences/--no-split-sentences", show_default=False,
+        help="Input is running text: split it into sentences (default: as the index was "
+        "built)."),
     device: str = typer.Option("auto", help="auto | cpu | cuda, for embedding."),
     batch_size: int = typer.Option(512, help="Sentences per embedding batch."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
@@ -108,9 +118,12 @@ def add_cmd(
     """Append sentences to an existing index, embedded with the index's own model.
 
     The index is updated on a copy that replaces it only when complete."""
+    split_sentences, how = split_option(read_manifest(index), split_sentences)
     result = add_to_index(index, [str(p) for p in corpus], split_sentences=split_sentences,
                           device=device, batch_size=batch_size, progress=not quiet,
                           console=err)
+    # after the work, so that a failing add still ends in exactly one error line
+    err.print(how, highlight=False, soft_wrap=True)  # one line, however narrow the terminal
     out.print(f"added {result.added:,} sentences in {result.seconds:,.1f} s → {result.path} "
               f"now holds {result.count:,}")
 
@@ -127,13 +140,6 @@ def export_cmd(
     with MetadataStore.open(index / META_FILE) as store:
         n = store.to_parquet(file)
     out.print(f"wrote {n:,} rows → {file}")
-
-
-def index_info(path: Path) -> dict[str, Any]:
-    """The manifest of an index folder plus where it is and its size on disk."""
-    manifest = read_manifest(path)
-    return {"kind": "index", "path": str(path), **manifest,
-            "bytes_on_disk": folder_bytes(Path(path))}
 
 
 def register(app: typer.Typer) -> None:

@@ -4,17 +4,30 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from qtsearch.commands.common import err, out, print_json
-from qtsearch.errors import InputError, UsageError
+from qtsearch.commands.common import err, model_option, out, print_json, top_k_option
+from qtsearch.errors import InputError, QTSearchError, UsageError
+
+if TYPE_CHECKING:
+    from qtsearch.query.hits import Results
 
 INDEX_ARG = typer.Argument(..., help="Index folder (made by `qtsearch build-index`).")
-K_OPT = typer.Option(10, "-k", "--k", help="Results per query (clamped to the index size).")
-MODEL_OPT = typer.Option(None, "--model", "-m",
-                         help="Model folder; default: the one recorded in the index. It must be "
-                              "the model the index was built with.")
+K_OPT = top_k_option(10, help="Results per query (clamped to the index size).")
+#: The spelling before -k/--top-k, kept working for existing scripts but not shown.
+OLD_K_OPT = typer.Option(None, "--k", hidden=True)
+MODE_OPT = typer.Option(None, "--mode",
+                        help="hybrid | semantic | lexical. hybrid fuses vector search with "
+                             "BM25 over the words; default: hybrid where the index has its "
+                             "full-text table (indexes built before it: semantic).")
+WHERE_OPT = typer.Option(None, "--where", "-w",
+                         help="Only sentences whose COLUMN equals VALUE: source=emma.txt "
+                              "(file name or full path), doc=N, line=N, position=N or any "
+                              "other column of the index. Repeatable (all must hold).")
+MODEL_OPT = model_option(help="Model folder; default: the one recorded in the index. It must "
+                              "be the model the index was built with.")
 DEVICE_OPT = typer.Option("cpu", help="cpu | cuda | auto. One query encodes in milliseconds "
                                       "on the CPU, which also starts fastest; cuda also "
                                       "searches a flat index on the GPU (batched queries).")
@@ -22,8 +35,13 @@ PARAM_OPT = typer.Option(None, "--param", "-p",
                          help="faiss search parameter NAME=VALUE overriding the index's own, "
                               "e.g. nprobe=32 (IVF) or efSearch=256 (HNSW). Repeatable.")
 JSON_OPT = typer.Option(False, "--json",
-                        help="Print a JSON array, one list of hits per query; each hit is "
-                             "{id, score, text, source, line, doc, position}.")
+                        help="Print a JSON array, one object per query: {query, hits, note, "
+                             "error}; each hit is {id, score, text, source, line, doc, "
+                             "position, legs} (legs: each search leg's own score).")
+
+
+#: One query's answer: the query, its hits (None after an error) and its error (or None).
+Answer = tuple[str | int, "Results | None", QTSearchError | None]
 
 
 def _params(items: list[str] | None) -> dict[str, float]:
@@ -45,14 +63,23 @@ def _open(index: Path, model: Path | None, device: str, param: list[str] | None)
     return Index.open(index, model=model, device=device, params=_params(param))
 
 
-def _print(results, titles: list[str], as_json: bool) -> None:
+def _print(answers: list[Answer], as_json: bool, titles: list[str] | None = None) -> None:
+    """One answer per query, in order: its hits (a table, or JSON with the query's note), or
+    its error (one `qtsearch: error:` line on stderr; in JSON also its `error` field)."""
     if as_json:
-        print_json([[h.to_dict() for h in hits] for hits in results])
-        return
+        print_json([{"query": q, "hits": [h.to_dict() for h in hits or []],
+                     "note": getattr(hits, "note", None), "error": str(e) if e else None}
+                    for q, hits, e in answers])
     from qtsearch.ui.shell import hits_table
 
-    for hits, title in zip(results, titles, strict=True):
-        out.print(hits_table(hits, title))
+    for n, (q, hits, e) in enumerate(answers):
+        if e is not None:
+            err.print(f"qtsearch: error: {e}", highlight=False, markup=False, soft_wrap=True)
+        elif not as_json:
+            out.print(hits_table(hits or [], titles[n] if titles else str(q)))
+    codes = [e.code for _, _, e in answers if e is not None]
+    if codes:
+        raise typer.Exit(codes[0])
 
 
 def _read_stdin() -> list[str]:
@@ -62,8 +89,9 @@ def _read_stdin() -> list[str]:
     raw = getattr(sys.stdin, "buffer", None)
     if raw is None:  # a text stream stand-in (tests, embedding applications)
         raw = (line.encode("utf-8", "surrogateescape") for line in sys.stdin)
-    queries = list(clean_lines(raw, "<stdin>"))
-    if not queries:
+    # blank lines kept: answer i is about input line i (a blank line's answer is an error)
+    queries = list(clean_lines(raw, "<stdin>", keep_blank=True))
+    if not any(queries):
         raise InputError("no queries on standard input")
     return queries
 
@@ -72,24 +100,35 @@ def search(
     index: Path = INDEX_ARG,
     queries: list[str] = typer.Argument(
         ..., help="Sentences to search for (quote each one); `-` reads one per line from "
-                  "standard input. With --ids: sentence ids whose neighbours to find."),
+                  "standard input (one answer per line, blank lines included). With --ids: "
+                  "sentence ids whose neighbours to find."),
     k: int = K_OPT,
+    old_k: int | None = OLD_K_OPT,
+    mode: str | None = MODE_OPT,
+    where: list[str] | None = WHERE_OPT,
     ids: bool = typer.Option(False, "--ids",
                              help="QUERIES are ids of stored sentences: find their neighbours "
-                                  "(each one left out of its own list)."),
+                                  "(each one left out of its own list; vectors only)."),
     model: Path | None = MODEL_OPT,
     device: str = DEVICE_OPT,
     param: list[str] | None = PARAM_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Find the stored sentences nearest in meaning to each query sentence.
+    """Find the stored sentences that best match each query sentence.
 
-    Scores are cosine similarities (approximate for quantised indexes). A query of only
-    unknown words, or an empty one, is refused (exit 3): it has no meaningful vector."""
+    Scores: hybrid, the fused score (each leg's own in --json `legs`); semantic, cosine
+    similarity (approximate for quantised indexes); lexical, BM25. A bad query (empty; in
+    semantic mode, only unknown words) gets one error line and exit status 3, the other
+    queries are still answered. A query mostly of words the model does not know gets a
+    warning (and a `note` in --json): hybrid searches it by its words only."""
+    k = old_k if old_k is not None else k
+    from qtsearch.query.filters import parse_where
+
     if queries == ["-"]:
         queries = _read_stdin()
-    idx = _open(index, model, device, param)
-    with idx:
+    filters = parse_where(where)
+    with _open(index, model, device, param) as idx:
+        answers: list[Answer] = []
         if ids:
             as_ids = []
             for q in queries:
@@ -97,12 +136,17 @@ def search(
                     as_ids.append(int(q))
                 except ValueError:
                     raise UsageError(f"--ids: {q!r} is not a sentence id") from None
-            results = idx.search_ids(as_ids, k)
-            titles = [f"neighbours of {i}" for i in as_ids]
-        else:
-            results = idx.search(queries, k)
-            titles = list(queries)
-        _print(results, titles, as_json)
+            results = idx.search_ids(as_ids, k, where=filters)
+            answers = [(i, hits, None) for i, hits in zip(as_ids, results, strict=True)]
+            _print(answers, as_json, [f"neighbours of {r.id}: {r.text}"
+                                      for r in idx.get(as_ids)])
+            return
+        for q in queries:
+            try:
+                answers.append((q, idx.search([q], k, mode=mode, where=filters)[0], None))
+            except InputError as e:  # this query's fault: answer the others
+                answers.append((q, None, e))
+        _print(answers, as_json)
 
 
 def analogy(
@@ -111,6 +155,7 @@ def analogy(
     b: str = typer.Argument(..., help="Sentence B."),
     c: str = typer.Argument(..., help="Sentence C."),
     k: int = K_OPT,
+    old_k: int | None = OLD_K_OPT,
     keep_inputs: bool = typer.Option(False, "--keep-inputs",
                                      help="Allow A, B and C themselves among the results."),
     model: Path | None = MODEL_OPT,
@@ -124,14 +169,18 @@ def analogy(
     analogy query). E.g. A a negative review, B its positive rewrite, C another negative
     review: D are positive versions of C. A, B and C themselves are left out of the results
     unless --keep-inputs."""
+    k = old_k if old_k is not None else k
     with _open(index, model, device, param) as idx:
-        hits = idx.analogy(a, b, c, k, exclude_inputs=not keep_inputs)
-        _print([hits], [f"{a} : {b} :: {c} : ?"], as_json)
+        title = f"{a} : {b} :: {c} : ?"
+        _print([(title, idx.analogy(a, b, c, k, exclude_inputs=not keep_inputs), None)],
+               as_json)
 
 
 def shell(
     index: Path = INDEX_ARG,
     k: int = K_OPT,
+    old_k: int | None = OLD_K_OPT,
+    mode: str | None = MODE_OPT,
     model: Path | None = MODEL_OPT,
     device: str = DEVICE_OPT,
     param: list[str] | None = PARAM_OPT,
@@ -139,17 +188,23 @@ def shell(
     """Search interactively: type a sentence, see its nearest sentences.
 
     The model and index load once; each line is then one query. :analogy A | B | C,
-    :id ID (neighbours of a stored sentence), :ctx ID (a hit in its passage), :k N, :help.
+    :id ID (neighbours of a stored sentence), :ctx ID (a hit in its passage), :k N,
+    :mode NAME, :where COLUMN=VALUE (:where alone clears the filters), :help.
     Ctrl-C cancels the line, Ctrl-D leaves. History is kept in ~/.qtsearch_history
     (the QTSEARCH_HISTORY environment variable names another file)."""
+    k = old_k if old_k is not None else k
     if k < 1:
         raise UsageError(f"-k must be at least 1 (got {k})")
-    with err.status("loading the model and the index…"):
-        idx = _open(index, model, device, param)
+    # a plain line, not a spinner: it shows on any terminal, for the seconds before `ready:`
+    out.print(f"loading {index}…", highlight=False, markup=False)
+    idx = _open(index, model, device, param)
     from qtsearch.ui.shell import Shell
 
     with idx:
-        code = Shell(idx, k=k, console=out).run()
+        session = Shell(idx, k=k, console=out)
+        if mode is not None:
+            session.handle(f":mode {mode}")
+        code = session.run()
     raise typer.Exit(code)
 
 

@@ -7,7 +7,16 @@ from pathlib import Path
 import typer
 
 from qtsearch.commands.common import err, out
-from qtsearch.training.trainer import TrainConfig, Trainer
+from qtsearch.commands.train_options import (
+    DEVICE,
+    MAX_STEPS,
+    OUT,
+    PRECISION,
+    QUIET,
+    RESUME,
+    config_options,
+)
+from qtsearch.training.trainer import TrainConfig, train
 
 HELP = """Train a sentence encoder on text in reading order.
 
@@ -25,9 +34,9 @@ as 64, its softmax runs over every token). The transformer defaults to d_model (
 followed by an inverse-square-root decay."""
 
 
-def train(
+def train_command(
     corpus: list[Path] = typer.Argument(..., help="Text files or folders (plain or .gz)."),
-    out_dir: Path = typer.Option(..., "--out", "-o", help="Model folder to write."),
+    out_dir: Path = OUT,
     objective: str = typer.Option("qt", help="qt | fastsent | sdae."),
     encoder: str | None = typer.Option(
         None,
@@ -35,7 +44,8 @@ def train(
         "transformer; sdae: uni (default) | bi; fastsent: bow (the only one).",
     ),
     hidden: int | None = typer.Option(
-        None, help="GRU hidden size per direction (default 1000); transformer d_model (512)."
+        None, show_default="1000; transformer 512",
+        help="GRU hidden size per direction; transformer d_model.",
     ),
     layers: int = typer.Option(4, help="Transformer layers."),
     heads: int = typer.Option(8, help="Transformer attention heads (must divide --hidden)."),
@@ -46,12 +56,11 @@ def train(
     batch_size: int = typer.Option(400, help="Contiguous sentences per batch (the candidates)."),
     lr: float = typer.Option(5e-4, help="Adam learning rate (the peak, after any warm-up)."),
     warmup_steps: int | None = typer.Option(
-        None, help="Linear learning-rate warm-up steps (default 0; transformer 1000)."
+        None, show_default="0; transformer 1000", help="Linear learning-rate warm-up steps."
     ),
     lr_schedule: str | None = typer.Option(
-        None,
-        help="After the warm-up: constant (default) | inverse-sqrt (transformer default) | "
-        "linear (to 0 at the last step).",
+        None, show_default="constant; transformer inverse-sqrt",
+        help="After the warm-up: constant | inverse-sqrt | linear (to 0 at the last step).",
     ),
     fastsent_ae: bool = typer.Option(
         False, "--fastsent-ae", help="FastSent+AE: also predict the sentence's own words."
@@ -59,59 +68,21 @@ def train(
     word_dropout: float = typer.Option(0.1, help="SDAE noise: word deletion probability p0."),
     swap_prob: float = typer.Option(0.1, help="SDAE noise: bigram swap probability px."),
     epochs: int = typer.Option(1, help="Passes over the training blocks."),
-    max_steps: int | None = typer.Option(
-        None, help="Stop after this many steps (overrides --epochs)."
-    ),
-    device: str = typer.Option("auto", help="auto | cpu | cuda."),
-    precision: str = typer.Option(
-        "auto", help="auto (bf16 where the hardware has it) | fp32 | bf16."
-    ),
+    max_steps: int | None = MAX_STEPS,
+    device: str = DEVICE,
+    precision: str = PRECISION,
     split_sentences: bool = typer.Option(
         False, "--split-sentences", help="Input is running text: split it into sentences."
     ),
     seed: int = typer.Option(0, help="Random seed (initialisation and block order)."),
     val_every: int = typer.Option(500, help="Validate every N steps."),
     checkpoint_every: int = typer.Option(1000, help="Checkpoint every N steps."),
-    resume: bool = typer.Option(
-        False, "--resume", help="Continue the run in --out from its checkpoint."
-    ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    resume: bool = RESUME,
+    quiet: bool = QUIET,
 ) -> None:
-    config = TrainConfig(
-        corpus=[str(p) for p in corpus],
-        out=str(out_dir),
-        objective=objective,
-        encoder=encoder,
-        hidden=hidden,
-        layers=layers,
-        heads=heads,
-        word_dim=word_dim,
-        vocab_size=vocab_size,
-        max_len=max_len,
-        context=context,
-        batch_size=batch_size,
-        lr=lr,
-        warmup_steps=warmup_steps,
-        lr_schedule=lr_schedule,
-        fastsent_ae=fastsent_ae,
-        word_dropout=word_dropout,
-        swap_prob=swap_prob,
-        epochs=epochs,
-        max_steps=max_steps,
-        device=device,
-        precision=precision,
-        split_sentences=split_sentences,
-        seed=seed,
-        val_every=val_every,
-        checkpoint_every=checkpoint_every,
-    )
-    result = Trainer(config, progress=not quiet, console=err).run(resume=resume)
-    out.print(
-        f"trained {result.steps:,} steps in {result.seconds:,.0f} s → {result.out}\n"
-        f"validation {result.metric} {result.val_accuracy:.3f} "
-        f"({result.baseline} {result.chance:.3f})"
-    )
+    config = TrainConfig(**config_options(locals(), ("corpus",)))
+    out.print(train(config, resume=resume, progress=not quiet, console=err).summary())
 
 
 def register(app: typer.Typer) -> None:
-    app.command(help=HELP)(train)
+    app.command("train", help=HELP)(train_command)

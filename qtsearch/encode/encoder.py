@@ -23,8 +23,16 @@ from qtsearch.models.folder import fingerprint, is_model_folder, latest_validati
 from qtsearch.text.tokenizer import tokenize
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from qtsearch.encode.baselines import GloveBow, MiniLM
+    from qtsearch.encode.static import Model2Vec
     from qtsearch.inference.fused import SmallBatchEncoder
     from qtsearch.inference.stepped import SteppedEncoder
+
+    #: Encoders loaded by name (`load_external`): `name`, `dim`, `fingerprint`, `path` (the
+    #: name), `device`, `encode`, `known_words`, `warm_up` like `Encoder`, but no token ids.
+    ExternalEncoder: TypeAlias = MiniLM | Model2Vec | GloveBow
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "default_model"
 #: Batches up to this size go through the query path (qtsearch.inference.fused) on the CPU;
@@ -68,11 +76,13 @@ class Encoder:
         }
 
     def token_ids(self, sentence: str) -> list[int]:
-        return self.vocab.encode(tokenize(sentence), self.max_len)
+        """Vocabulary ids, a word unknown as written looked up in another casing ("hello" as
+        "Hello"): the one lookup of index builds and queries."""
+        return self.vocab.encode(tokenize(sentence), self.max_len, fold_case=True)
 
     def known_words(self, sentence: str) -> int:
         """How many of the sentence's tokens are in the vocabulary (0: the query says nothing)."""
-        return sum(1 for t in tokenize(sentence) if t in self.vocab.index)
+        return sum(1 for t in tokenize(sentence) if self.vocab.knows(t))
 
     def encode(
         self,
@@ -184,8 +194,33 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
     return x
 
 
+#: Encoders `load_encoder` takes by name instead of a model folder (the optional extra
+#: `[encoders]` provides minilm and model2vec; glove ships with qtsearch).
+EXTERNAL_ENCODERS = ("minilm", "model2vec", "glove")
+
+
 def load_encoder(
     path: str | os.PathLike | None = None, device: str = "auto", precision: str = "auto"
-) -> Encoder:
-    """Load a model folder (None: the shipped default model)."""
+) -> Encoder | ExternalEncoder:
+    """Load a model folder (None: the shipped default model), or an encoder by name
+    (EXTERNAL_ENCODERS: all-MiniLM-L6-v2, model2vec distilled from it, mean GloVe), which has
+    the same interface as `Encoder` for indexing and search but no token-id fast path."""
+    if isinstance(path, str) and path in EXTERNAL_ENCODERS:
+        return load_external(path, device)
     return Encoder(path, device=device, precision=precision)
+
+
+def load_external(name: str, device: str = "auto") -> ExternalEncoder:
+    """One of EXTERNAL_ENCODERS by name; a ModelError names the extra to install if absent."""
+    from qtsearch.encode.baselines import GloveBow, MiniLM
+
+    if name == "minilm":
+        return MiniLM(device=device)
+    if name == "model2vec":
+        from qtsearch.encode.static import Model2Vec
+
+        return Model2Vec(device=device)
+    if name == "glove":
+        return GloveBow()
+    raise ModelError(f"unknown encoder {name!r}; choose from {', '.join(EXTERNAL_ENCODERS)} "
+                     "or give a model folder")

@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from qtsearch.errors import UsageError
-from qtsearch.evaluation.files import data_root
+from qtsearch.paths import data_root
 
 if TYPE_CHECKING:
     from qtsearch.encode.baselines import SentenceEncoder

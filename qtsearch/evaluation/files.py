@@ -1,4 +1,4 @@
-"""Reading the evaluation data files (../shared/data/transfer, sts, gutenberg).
+"""Reading the evaluation data files (transfer/, sts/, gutenberg/ of the data folder).
 
 The task files come from several sources and encodings (UTF-8, Latin-1 with stray NEL bytes), so
 lines are split on "\\n" only and decoded one by one: UTF-8 first, Latin-1 as the fallback.
@@ -6,26 +6,12 @@ lines are split on "\\n" only and decoded one by one: UTF-8 first, Latin-1 as th
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from qtsearch.errors import InputError
-
-#: The data folder beside the checkout: <repo>/../shared/data.
-DEFAULT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-
-
-def data_root(explicit: str | os.PathLike | None = None) -> Path:
-    """The evaluation data folder: `explicit`, else $QTSEARCH_DATA, else ../shared/data."""
-    raw = explicit or os.environ.get("QTSEARCH_DATA")
-    root = Path(raw) if raw else DEFAULT_DATA
-    if not root.is_dir():
-        raise InputError(f"{root}: evaluation data folder not found (pass --data DIR or set "
-                         "QTSEARCH_DATA to the folder holding transfer/ and sts/)")
-    return root
 
 
 def _decode(raw: bytes) -> str:

@@ -1,9 +1,12 @@
-"""Index folders: manifest I/O, faiss CPU/GPU backend, and the choice of index type.
+"""Index folders: manifest I/O, the vector backends (faiss CPU, torch GPU), the metadata and
+full-text store, and the choice of index type.
 
-What the query layer needs is re-exported here: `read_manifest`, `open_faiss_index`,
+The query layer reaches vectors only through `open_backend` (a `VectorBackend`): nothing
+outside this package imports faiss. Also re-exported: `read_manifest`, `open_faiss_index`,
 `apply_search_params` (applies the manifest's `index_params`), and the file names.
 """
 
+from qtsearch.index.backend import VectorBackend, open_backend, search_subset
 from qtsearch.index.faiss_backend import (
     apply_search_params,
     gpu_available,
@@ -28,10 +31,13 @@ __all__ = [
     "MANIFEST",
     "META_FILE",
     "PARQUET_FILE",
+    "VectorBackend",
     "apply_search_params",
     "gpu_available",
+    "open_backend",
     "open_faiss_index",
     "read_manifest",
+    "search_subset",
     "threads_for",
     "write_manifest",
 ]

@@ -13,6 +13,8 @@ The functions take a torch device, so the same code runs (and is tested) on the 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -103,3 +105,18 @@ class FlatSearch:
             best_s, best_i = s, i
         assert best_s is not None and best_i is not None
         return best_s.cpu().numpy(), best_i.cpu().numpy().astype(np.int64)
+
+
+class GpuFlatBackend:
+    """A flat index searched by `FlatSearch` on a GPU; everything but the search itself
+    (parameters, stored vectors, warm-up) is the CPU backend's it was made from."""
+
+    def __init__(self, base: Any, vectors: np.ndarray, device: torch.device):
+        self.base = base
+        self.flat = FlatSearch(vectors, device)
+
+    def __getattr__(self, name: str) -> Any:  # d, ntotal, params, reconstruct, warm-up
+        return getattr(self.base, name)
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.flat.search(queries, k)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from qtsearch import __version__
 from qtsearch.config import write_json_atomic
 from qtsearch.errors import IndexError_
 
@@ -49,3 +52,20 @@ def read_manifest(index_dir: str | Path) -> dict[str, Any]:
 
 def write_manifest(index_dir: Path, data: dict[str, Any]) -> None:
     write_json_atomic(Path(index_dir) / MANIFEST, data)
+
+
+def now() -> str:
+    """The manifest's time stamps: UTC, to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def compose_manifest(base: Mapping[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    """The one way a manifest is made, by a build, a derived build and `add` alike: `base` (the
+    source index's manifest, if any) updated with `fields`, stamped with this format, version
+    and qtsearch version, and checked for every REQUIRED key, so the writers cannot drift."""
+    data = {"format": FORMAT, "version": VERSION, **(base or {}), **fields}
+    data.update(format=FORMAT, version=VERSION, qtsearch_version=__version__)
+    missing = [k for k in REQUIRED if k not in data]
+    if missing:
+        raise ValueError(f"manifest without {', '.join(missing)}")
+    return data

@@ -39,7 +39,7 @@ CONFIG, VOCAB, WEIGHTS, METRICS = (
 # has `cfg`, `dim` and `embed(ids, lengths) → [B, dim]` (what encoding needs); trained by the QT
 # trainer it also has `objective(ids, lengths, docs, opts, rng) → BatchStats`, `metric`, `baseline`.
 MODELS: dict[str, type[nn.Module]] = {"qt": QuickThoughts, "fastsent": FastSent, "sdae": SDAE}
-MODELS |= {"nli": InferSent, "multitask": InferSent}  # nli_training, multitask_training
+MODELS |= {"nli": InferSent, "multitask": InferSent, "pairs": InferSent}  # InferSent trainers
 
 
 def build_model(cfg: EncoderConfig) -> nn.Module:
@@ -77,6 +77,9 @@ def save_model(
 
 def read_config(folder: Path) -> dict[str, Any]:
     path = Path(folder) / CONFIG
+    if Path(folder).exists() and not Path(folder).is_dir():
+        raise ModelError(f"{folder}: is a file, not a model folder (a model is a folder holding "
+                         f"{CONFIG}, {VOCAB} and {WEIGHTS})")
     if not Path(folder).is_dir():
         raise ModelError(f"{folder}: no such model folder")
     try:

@@ -97,3 +97,27 @@ def _qt_loss(f: Tensor, g: Tensor, docs: Tensor, context: int) -> BatchStats:
         n = scores.shape[0]
         chance = float((counts[valid].float() / (n - 1)).sum()) if rows else 0.0
     return BatchStats(loss=loss, correct=int(hit.sum()), rows=rows, chance=chance)
+
+
+def pairs_loss(a: Tensor, p: Tensor, n: Tensor | None = None, scale: float = 20.0) -> BatchStats:
+    """In-batch contrastive loss on paraphrase pairs: the Quick-Thoughts softmax with the
+    positive given by the pair instead of the neighbour.
+
+    Row i scores its anchor a_i against every positive of the batch and every hard negative
+    (`n`, rows of their own) by cosine × `scale`; the target is its own positive p_i. The loss
+    is symmetric: the mean of that cross-entropy and of each positive picking its anchor among
+    the anchors. A hit: the anchor's best candidate is its positive; the input-blind baseline
+    picks one of the candidates at random. Always fp32, also inside an autocast region.
+    """
+    with torch.autocast(a.device.type, enabled=False):
+        unit = [torch.nn.functional.normalize(x.float(), dim=-1) for x in (a, p)]
+        candidates = unit[1] if n is None or not len(n) else torch.cat(
+            [unit[1], torch.nn.functional.normalize(n.float(), dim=-1)])
+        scores = scale * unit[0] @ candidates.T
+        target = torch.arange(len(a), device=a.device)
+        ce = torch.nn.functional.cross_entropy
+        loss = (ce(scores, target) + ce(scale * unit[1] @ unit[0].T, target)) / 2
+    with torch.no_grad():
+        correct = int((scores.argmax(dim=1) == target).sum())
+    return BatchStats(loss=loss, correct=correct, rows=len(a),
+                      chance=len(a) / candidates.shape[0])

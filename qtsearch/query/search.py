@@ -1,76 +1,54 @@
 """Query an index: nearest sentences to new sentences, to stored sentences, and analogies.
 
-`Index.open(folder)` loads the encoder, the faiss index and the metadata store once; every
-query after that costs one encoding, one faiss search and one primary-key lookup. Vectors are
-L2-normalised and the faiss index ranks by inner product, so a hit's score is its cosine
-similarity to the query (approximate for quantised index types).
+`Index.open(folder)` loads the encoder, the vector backend (qtsearch.index.backend), the fitted
+vector transform when the index has one, and the metadata store once. A search runs in one of
+MODES: `semantic` (vectors: one encoding, one vector search), `lexical` (BM25 over the store's
+full-text table, qtsearch.query.lexical) or `hybrid` (both legs, fused by
+qtsearch.query.fusion; the lexical leg runs in a thread beside the encoding, which releases the
+GIL, as SQLite does). Vectors are L2-normalised and ranked by inner product, so a semantic
+score is a cosine similarity (approximate for quantised index types). `where` filters on
+metadata columns (qtsearch.query.filters) with exact results.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import faiss
 import numpy as np
 
-from qtsearch.encode.encoder import Encoder, load_encoder
-from qtsearch.errors import IndexError_, InputError, ModelError, UsageError
-from qtsearch.index import (
-    INDEX_FILE,
-    META_FILE,
-    apply_search_params,
-    open_faiss_index,
-    read_manifest,
-    threads_for,
-)
-from qtsearch.index.faiss_backend import flat_vectors
-from qtsearch.index.gpu import FlatSearch
+from qtsearch.encode.encoder import Encoder
+from qtsearch.errors import IndexError_, InputError, UsageError
+from qtsearch.index import INDEX_FILE, META_FILE, read_manifest
+from qtsearch.index.backend import VectorBackend, open_backend, search_subset
 from qtsearch.index.store import MetadataStore
+from qtsearch.index.transform import VectorTransform
+from qtsearch.query.filters import Filter, make_filter
+from qtsearch.query.fusion import CANDIDATES, FUSIONS, LEXICAL_WEIGHT, Leg, convex, rrf
+from qtsearch.query.hits import Hit, Record, Results
+from qtsearch.query.lexical import LexicalSearch
+from qtsearch.query.opening import check_dims, model_for
+from qtsearch.query.words import note_for, unknown_words
 from qtsearch.text.tokenizer import tokenize
 
 log = logging.getLogger("qtsearch")
-
+MODES = ("hybrid", "semantic", "lexical")
+#: The fusion of the hybrid mode, chosen on paraphrase retrieval (README, "Hybrid search").
+DEFAULT_FUSION = "convex"
 #: Queries are encoded one or a few at a time, where bf16 autocast costs more than it saves:
 #: one 19-token sentence took 5.5 ms with bf16 autocast and 1.2 ms in fp32 (tiny GRU, 1 core).
 #: The vectors differ from bf16-built index vectors by ~1e-3 in cosine: harmless for ranking.
 QUERY_PRECISION = "fp32"
 #: Sentences shown on either side of a hit by `context()` unless asked otherwise.
 CONTEXT_WINDOW = 2
-
-
-@dataclass(frozen=True)
-class Record:
-    """A stored sentence and where it came from (line is 1-based, position counts within doc)."""
-
-    id: int
-    text: str
-    source: str
-    line: int
-    doc: int
-    position: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class Hit(Record):
-    """A search result: a stored sentence and its cosine similarity to the query."""
-
-    score: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON shape scripts rely on: id, score, text, source, line, doc, position."""
-        d = dataclasses.asdict(self)
-        return {"id": d.pop("id"), "score": d.pop("score"), **d}
+NO_FTS = ("has no full-text table, so it answers semantic search only; rebuild it with "
+          "`qtsearch build-index` to add lexical and hybrid search")
 
 
 def _read_through(path: Path, chunk: int = 1 << 26) -> None:
@@ -94,23 +72,24 @@ class Index:
     """An opened index folder: `search`, `search_ids`, `analogy` and `context`."""
 
     def __init__(self, path: Path, manifest: dict[str, Any], encoder: Encoder,
-                 faiss_index: faiss.Index, store: MetadataStore):
+                 backend: VectorBackend, store: MetadataStore,
+                 transform: VectorTransform | None = None,
+                 lexical: LexicalSearch | None = None):
         self.path = path
         self.manifest = manifest
         self.encoder = encoder
-        self.faiss_index = faiss_index
+        self.backend = backend
         self.store = store
-        self.count = int(faiss_index.ntotal)
-        self.params: dict[str, Any] = {}
+        self.transform = transform
+        self.lexical = lexical
+        self.count = backend.ntotal
+        self.params = backend.params
         self.set_params(manifest.get("index_params") or {})
-        self.gpu_search: FlatSearch | None = None
-        if encoder.device.type == "cuda":
-            vectors = flat_vectors(faiss_index)
-            if vectors is None:
-                log.info("a %s index is searched on the CPU (GPU search covers flat indexes)",
-                         self.index_type)
-            else:  # exact search at GPU memory bandwidth, the vectors held in fp16
-                self.gpu_search = FlatSearch(vectors, encoder.device)
+        self.default_mode = "hybrid" if lexical is not None else "semantic"
+        self.fusion = DEFAULT_FUSION
+        self.lexical_weight = LEXICAL_WEIGHT  # BM25's weight in the convex fusion
+        self._columns = store.columns()
+        self._pool: ThreadPoolExecutor | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike, model: str | os.PathLike | Encoder | None = None,
@@ -123,54 +102,32 @@ class Index:
         """
         folder = Path(path)
         manifest = read_manifest(folder)
-        encoder = cls._load_model(folder, manifest, model, device, precision)
-        faiss_index = open_faiss_index(folder / INDEX_FILE, mmap=True)  # read-only use
-        dim = int(manifest.get("dim", faiss_index.d))
-        if faiss_index.d != dim or encoder.dim != dim:
-            raise IndexError_(f"{folder}: dimension mismatch (manifest {dim}, faiss index "
-                              f"{faiss_index.d}, model {encoder.dim}); rebuild the index")
+        encoder = model_for(folder, manifest, model, device, precision)
+        transform = VectorTransform.load(folder)
+        backend = open_backend(folder / INDEX_FILE, encoder.device)
+        check_dims(folder, manifest, encoder, backend, transform)
         store = MetadataStore.open(folder / META_FILE, readonly=True)
         rows = store.count()
-        if rows != faiss_index.ntotal:
+        if rows != backend.ntotal:
             store.close()
-            raise IndexError_(f"{folder}: the faiss index holds {faiss_index.ntotal:,} vectors "
+            raise IndexError_(f"{folder}: the vector index holds {backend.ntotal:,} vectors "
                               f"but the metadata {rows:,} rows; rebuild the index")
-        index = cls(folder, manifest, encoder, faiss_index, store)
+        lexical = None
+        if store.has_fts():  # its own connection: the lexical leg runs in another thread
+            lexical = LexicalSearch(MetadataStore.open(folder / META_FILE, readonly=True))
+        else:
+            log.warning("%s %s", folder, NO_FTS)
+        index = cls(folder, manifest, encoder, backend, store, transform, lexical)
         if params:
             try:
                 index.set_params(params)
             except IndexError_ as e:  # the user's override, not the index, is at fault
-                store.close()
+                index.close()
                 raise UsageError(f"search parameters {params} do not apply to a "
                                  f"{index.index_type} index ({index.manifest['index_key']}); "
                                  "IVF takes nprobe, HNSW efSearch, refined IVF-PQ "
                                  "also k_factor_rf") from e
         return index
-
-    @staticmethod
-    def _load_model(folder: Path, manifest: dict[str, Any],
-                    model: str | os.PathLike | Encoder | None, device: str,
-                    precision: str) -> Encoder:
-        info = manifest.get("model") or {}
-        if isinstance(model, Encoder):
-            encoder = model
-        elif model is not None:
-            encoder = load_encoder(model, device=device, precision=precision)
-        else:
-            where = info.get("path")
-            if not where:
-                raise IndexError_(f"{folder}: the manifest names no model; pass a model")
-            if not Path(where).exists():
-                raise ModelError(f"the model this index was built with is gone ({where}); "
-                                 "pass the same model with --model")
-            encoder = load_encoder(where, device=device, precision=precision)
-        expected = info.get("fingerprint")
-        if expected and encoder.fingerprint != expected:
-            raise ModelError(
-                f"{folder} was built with model {info.get('name', '?')} (fingerprint {expected}) "
-                f"but {encoder.path} has fingerprint {encoder.fingerprint}: its vectors do not "
-                "match this index; use the same model or rebuild the index")
-        return encoder
 
     # -- configuration -----------------------------------------------------------------------
 
@@ -179,9 +136,8 @@ class Index:
         return str(self.manifest.get("index_type", "?"))
 
     def set_params(self, params: dict[str, Any]) -> None:
-        """Apply faiss search-time parameters by name (nprobe, efSearch, k_factor_rf)."""
-        apply_search_params(self.faiss_index, params)
-        self.params.update(params)
+        """Apply search-time parameters by name (nprobe, efSearch, k_factor_rf)."""
+        self.backend.set_params(params)
 
     def _clamp(self, k: int) -> int:
         if k < 1:
@@ -192,45 +148,150 @@ class Index:
             return self.count
         return k
 
+    def resolve_mode(self, mode: str | None) -> str:
+        """`mode`, or the index's default for None; refused when unknown or unsupported."""
+        mode = mode or self.default_mode
+        if mode not in MODES:
+            raise UsageError(f"unknown search mode {mode!r}; choose from {', '.join(MODES)}")
+        if mode != "semantic" and self.lexical is None:
+            raise IndexError_(f"{mode} search: {self.path} {NO_FTS}")
+        return mode
+
     # -- queries ------------------------------------------------------------------------------
 
-    def _check_query(self, sentence: str) -> str:
+    @staticmethod
+    def _text(sentence: str) -> str:
         if not isinstance(sentence, str):
             raise UsageError(f"a query must be a string, not {type(sentence).__name__}")
         text = sentence.strip()
         if not text:
             raise InputError("empty query: type a sentence")
+        return text
+
+    def _check_query(self, sentence: str) -> str:
+        text = self._text(sentence)
         if self.encoder.known_words(text) == 0:
             raise InputError(f"query {text!r}: none of its words is in the model's vocabulary, "
                              "so it has no meaningful vector")
         return text
 
     def embed(self, sentences: Sequence[str]) -> np.ndarray:
-        """Normalised query vectors [n, dim]; refuses empty and all-unknown-word queries."""
+        """Query vectors in the index's space [n, dim] (the model's vectors, normalised and
+        passed through the index's fitted transform); refuses empty and all-unknown queries."""
         if isinstance(sentences, str):
             sentences = [sentences]
-        texts = [self._check_query(s) for s in sentences]
-        return self.encoder.encode(texts, normalize=True)
+        return self._vectors([self._check_query(s) for s in sentences])
 
-    def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[Hit]]:
-        """Nearest stored sentences to already-normalised vectors [n, dim]."""
+    def _vectors(self, texts: list[str]) -> np.ndarray:
+        vectors = self.encoder.encode(texts, normalize=True)
+        return self.transform.apply(vectors) if self.transform is not None else vectors
+
+    def search_vectors(self, vectors: np.ndarray, k: int,
+                       where: Mapping[str, str | int] | None = None) -> list[Results]:
+        """Nearest stored sentences to vectors already in the index's space [n, dim]."""
         k = self._clamp(k)
-        q = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, self.faiss_index.d)
-        searcher = self.gpu_search or self.faiss_index
-        with threads_for(self.faiss_index, len(q)):
-            scores, ids = searcher.search(q, k)
-        rows = self.store.get(np.unique(ids[ids >= 0]).tolist())
+        q = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, self.backend.d)
+        scores, ids = self._nearest(q, k, self.filter_for(where))
+        legs = [{int(i): float(s) for s, i in zip(sr, ir, strict=True) if i >= 0}
+                for sr, ir in zip(scores, ids, strict=True)]
+        return self._hits([(leg, {"semantic": leg}) for leg in legs])
+
+    def filter_for(self, where: Mapping[str, str | int] | None) -> Filter:
+        """The SQL condition for `where`; UsageError for an unknown column or bad value."""
+        return make_filter(where, self._columns)
+
+    def _nearest(self, q: np.ndarray, k: int, flt: Filter) -> tuple[np.ndarray, np.ndarray]:
+        if not flt:
+            return self.backend.search(q, k)
+        return search_subset(self.backend, q, k, self.store.ids_where(flt.clause, flt.params))
+
+    def search(self, sentences: str | Sequence[str], k: int = 10, mode: str | None = None,
+               where: Mapping[str, str | int] | None = None) -> list[Results]:
+        """The k best stored sentences for each query sentence, best first.
+
+        `mode`: one of MODES (None: hybrid where the index has a full-text table, else
+        semantic). `where`: metadata filters, column -> value, AND-ed (e.g. {"source":
+        "emma.txt"}). A query most of whose words the model does not know is searched
+        lexically only in hybrid mode, and its Results carry a `note` saying so."""
+        mode = self.resolve_mode(mode)
+        k = self._clamp(k)
+        texts = [self._text(s) for s in ([sentences] if isinstance(sentences, str) else sentences)]
+        flt = self.filter_for(where)
+        unknown = [unknown_words(self.encoder, t) if mode != "lexical" else [] for t in texts]
+        notes = [note_for(t, u, mode) for t, u in zip(texts, unknown, strict=True)]
+        if mode == "semantic":
+            for t in texts:
+                self._check_query(t)  # a query of unknown words only has no vector at all
+        vector_rows = [i for i, t in enumerate(texts) if mode == "semantic" or (
+            mode == "hybrid" and notes[i] is None and self.encoder.known_words(t) > 0)]
+        fetch = max(k, min(CANDIDATES, self.count)) if mode == "hybrid" else k
+        lexical = self._lexical_legs(texts, fetch, flt, mode) if mode != "semantic" else None
+        semantic: dict[int, Leg] = {}
+        vectors = self._vectors([texts[i] for i in vector_rows]) if vector_rows else None
+        if vectors is not None:
+            scores, ids = self._nearest(vectors, fetch, flt)
+            for row, sr, ir in zip(vector_rows, scores, ids, strict=True):
+                semantic[row] = {int(i): float(s) for s, i in zip(sr, ir, strict=True) if i >= 0}
+        lex: list[Leg] = lexical() if lexical is not None else []
+        ranked = []
+        for row in range(len(texts)):
+            if mode == "semantic":
+                ranked.append((semantic[row], {"semantic": semantic[row]}))
+            elif row not in semantic:
+                ranked.append((lex[row], {"lexical": lex[row]}))
+            else:
+                ranked.append(self._fuse(semantic[row], lex[row], fetch,
+                                         vectors[vector_rows.index(row)]))
+        return self._hits(ranked, k, notes)
+
+    def _lexical_legs(self, texts: list[str], fetch: int, flt: Filter,
+                      mode: str) -> Callable[[], list[Leg]]:
+        """The lexical leg of every query: in hybrid mode started in the worker thread, to
+        run beside the encoding; in lexical mode here (nothing to overlap with)."""
+        assert self.lexical is not None
+        lexical = self.lexical
+
+        def run() -> list[Leg]:
+            return [dict(lexical.search(t, fetch, flt.clause, flt.params)) for t in texts]
+
+        if mode == "lexical":
+            legs = run()
+            return lambda: legs
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="qtsearch-lexical")
+        return self._pool.submit(run).result
+
+    def _fuse(self, semantic: Leg, lexical: Leg, fetch: int,
+              q: np.ndarray) -> tuple[Leg, dict[str, Leg]]:
+        if self.fusion not in FUSIONS:
+            raise UsageError(f"unknown fusion {self.fusion!r}; choose from {', '.join(FUSIONS)}")
+        if self.fusion == "rrf":
+            return rrf({"semantic": semantic, "lexical": lexical}), {
+                "semantic": semantic, "lexical": lexical}
+
+        def cosine_of(ids: list[int]) -> np.ndarray | None:
+            stored = self.backend.reconstruct(np.asarray(ids, dtype=np.int64))
+            return None if stored is None else stored @ q
+
+        fused, sem, lex = convex(semantic, lexical, len(lexical) < fetch, cosine_of,
+                                 self.lexical_weight)
+        return fused, {"semantic": sem, "lexical": lex}
+
+    def _hits(self, ranked: list[tuple[Leg, dict[str, Leg]]], k: int | None = None,
+              notes: Sequence[str | None] | None = None) -> list[Results]:
+        """Hits with their metadata, `k` per query, from each query's fused ranking and the
+        per-leg scores."""
+        tops = [list(order)[:k] for order, _ in ranked]
+        rows = self.store.get(sorted({i for top in tops for i in top}))
         results = []
-        for srow, irow in zip(scores, ids, strict=True):
-            hits = [Hit(**rows[int(i)], score=float(s))
-                    for s, i in zip(srow, irow, strict=True) if i >= 0 and int(i) in rows]
-            results.append(hits)
+        for n, (top, (order, legs)) in enumerate(zip(tops, ranked, strict=True)):
+            hits = [Hit(**rows[i], score=order[i],
+                        legs={name: leg[i] for name, leg in legs.items() if i in leg})
+                    for i in top if i in rows]
+            results.append(Results(hits, notes[n] if notes else None))
+            if notes and notes[n]:
+                log.warning("%s", notes[n])
         return results
-
-    def search(self, sentences: str | Sequence[str], k: int = 10) -> list[list[Hit]]:
-        """The k stored sentences nearest to each query sentence, best first."""
-        k = self._clamp(k)
-        return self.search_vectors(self.embed(sentences), k)
 
     def get(self, ids: Sequence[int]) -> list[Record]:
         """Stored sentences by id, in the order asked; an unknown id is an InputError."""
@@ -247,23 +308,23 @@ class Index:
             raise InputError(f"no sentence with id {n} (ids run from 0 to {self.count - 1})")
         return n
 
-    def search_ids(self, ids: Sequence[int], k: int = 10,
-                   exclude_self: bool = True) -> list[list[Hit]]:
+    def search_ids(self, ids: Sequence[int], k: int = 10, exclude_self: bool = True,
+                   where: Mapping[str, str | int] | None = None) -> list[Results]:
         """The k nearest neighbours of stored sentences (each one left out of its own list
         unless `exclude_self` is False). The stored text is re-encoded, which gives the exact
         vector for every index type, quantised ones included."""
         records = self.get(ids)
         k = self._clamp(k)
-        vectors = self.encoder.encode([r.text for r in records], normalize=True)
+        vectors = self._vectors([r.text for r in records])
         extra = 1 if exclude_self and k < self.count else 0
-        results = self.search_vectors(vectors, k + extra)
+        results = self.search_vectors(vectors, k + extra, where)
         if exclude_self:
-            results = [[h for h in hits if h.id != r.id][:k]
+            results = [Results([h for h in hits if h.id != r.id][:k])
                        for r, hits in zip(records, results, strict=True)]
         return results
 
     def analogy(self, a: str, b: str, c: str, k: int = 10,
-                exclude_inputs: bool = True) -> list[Hit]:
+                exclude_inputs: bool = True) -> Results:
         """Sentences d with a : b :: c : d, ranked by cos(d, normalise(c + b − a)) over
         normalised vectors (the Quick-Thoughts analogy query). The three inputs themselves
         are left out unless `exclude_inputs` is False."""
@@ -282,7 +343,7 @@ class Index:
                     if not any(_same_sentence(h.text, s) for s in inputs)]
             # duplicates of the inputs can crowd the list: widen until k remain or all seen
             if len(hits) >= k or fetch >= self.count:
-                return hits[:k]
+                return Results(hits[:k])
             fetch = min(fetch * 4, self.count)
 
     def context(self, id: int, window: int = CONTEXT_WINDOW) -> list[Record]:
@@ -293,28 +354,22 @@ class Index:
         return [Record(**row) for row in self.store.context(record.doc, record.position, window)]
 
     def warm_up(self, wait: bool = False) -> None:
-        """Run one throw-away query: torch and faiss initialise lazily, and the first real
-        query would otherwise pay for it (hundreds of milliseconds). Then read the metadata
-        store, and the memory-mapped index file where it is searched by random access (HNSW,
-        IVF, SQ), once in a background thread (`wait`: until done), so later queries find
-        their pages in RAM: on a cold 1M-sentence HNSW index a query took ~90 ms of page
-        faults instead of 2 ms. An HNSW graph's vectors are also touched page by page: the
-        first touch of a mapped page faults even when the file is cached. The same thread
-        first computes the query encoder's per-word input projections (Encoder.warm_up)."""
-        vector = self.encoder.encode(["warm up"], normalize=True)
-        self.faiss_index.search(vector, 1)
-        files = [self.path / META_FILE]
-        if self.index_type != "flat":  # a flat index is read whole by every query anyway
-            files.append(self.path / INDEX_FILE)
-        graph = faiss.downcast_index(self.faiss_index)
-        mapped = flat_vectors(graph.storage) if isinstance(graph, faiss.IndexHNSW) else None
+        """Run one throw-away query of each leg (torch, faiss and the lexical thread start
+        lazily: hundreds of ms). Then in a background thread (`wait`: until done) count the
+        frequent words, compute the encoder's per-word projections and read the store and
+        the backend's files into the page cache (cold 1M HNSW: ~90 ms a query, not 2 ms)."""
+        self.backend.search(self._vectors(["warm up"]), 1)
+        if self.lexical is not None:  # the worker thread started, SQLite's FTS code paged in
+            self._lexical_legs(["warm up"], 1, make_filter(None, []), "hybrid")()
+        files = [self.path / META_FILE, *self.backend.warm_files()]
 
         def warm() -> None:
+            if self.lexical is not None:
+                self.lexical.learn_counts()
             self.encoder.warm_up()
             for f in files:
                 _read_through(f)
-            if mapped is not None:  # map every page of the graph's vectors into this process
-                mapped.reshape(-1)[::1024].sum()
+            self.backend.touch_pages()
 
         reader = threading.Thread(target=warm, name="qtsearch-warm-up", daemon=True)
         reader.start()
@@ -322,14 +377,19 @@ class Index:
             reader.join()
 
     def describe(self) -> str:
-        """One line for humans: size, index type, parameters and model."""
+        """One line for humans: size, index type, parameters, model and search mode."""
         params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                            for k, v in self.params.items())
         model = (self.manifest.get("model") or {}).get("name") or self.encoder.name
         return (f"{self.count:,} sentences, {self.index_type} index"
-                f"{f' ({params})' if params else ''}, model {model} ({self.encoder.dim}-d)")
+                f"{f' ({params})' if params else ''}, model {model} ({self.encoder.dim}-d), "
+                f"{self.default_mode} search")
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+        if self.lexical is not None:
+            self.lexical.store.close()
         self.store.close()
 
     def __enter__(self) -> Index:
@@ -337,3 +397,4 @@ class Index:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+

@@ -161,14 +161,17 @@ def _clip(lines: _Lines, lineno: int, text: str) -> str:
     return text
 
 
-def clean_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
+def clean_lines(stream: Iterable[bytes], name: str, keep_blank: bool = False) -> Iterator[str]:
     """The non-blank lines of a byte stream (standard input), repaired as file lines are:
-    BOM, CRLF, NUL bytes, invalid UTF-8 and over-long lines, with warnings naming `name`."""
+    BOM, CRLF, NUL bytes, invalid UTF-8 and over-long lines, with warnings naming `name`.
+    `keep_blank`: blank lines too (as ""), so outputs can line up with input lines."""
     lines = _Lines(Path(name))
     for lineno, raw in enumerate(stream, 1):
         text = lines._clean(lineno, raw).strip()
         if text:
             yield _clip(lines, lineno, text)
+        elif keep_blank:
+            yield ""
 
 
 def _file_sentences_lines(lines: _Lines) -> Iterator[tuple[int, int, str]]:
@@ -184,23 +187,35 @@ def _file_sentences_lines(lines: _Lines) -> Iterator[tuple[int, int, str]]:
 
 
 def _file_sentences_split(lines: _Lines) -> Iterator[tuple[int, int, str]]:
-    """(0, line, text) for running text: paragraphs joined, then split into sentences."""
+    """(document break?, line, text) for running text: paragraphs joined, then split into
+    sentences. WikiExtractor markup (Wikipedia dumps): a `<doc …>` line starts a document and
+    is dropped with the title line after it, `</doc>` ends a paragraph."""
     buf: list[str] = []
     starts: list[tuple[int, int]] = []  # (char offset in paragraph, line number)
     size = 0
+    brk = 0  # the next sentence starts a document
+    title = False  # the next non-blank line is a WikiExtractor title
 
     def flush() -> Iterator[tuple[int, int, str]]:
+        nonlocal brk
         para = " ".join(buf)
         k = 0
         for off, sent in split_sentences(para):
             while k + 1 < len(starts) and starts[k + 1][0] <= off:
                 k += 1
-            yield 0, starts[k][1], _clip(lines, starts[k][1], sent)
+            yield brk, starts[k][1], _clip(lines, starts[k][1], sent)
+            brk = 0
         buf.clear()
         starts.clear()
 
     for lineno, text in lines:
         text = text.strip()
+        doc_tag = text.startswith("<doc ") and text.endswith(">")
+        if doc_tag or text == "</doc>" or (title and text):
+            yield from flush()
+            size = 0
+            brk, title = (1, True) if doc_tag else (brk, False)
+            continue
         if not text:
             if buf:
                 yield from flush()

@@ -1,4 +1,9 @@
-"""Case-sensitive vocabulary of the V most frequent words plus <pad> (id 0) and <unk> (id 1)."""
+"""Case-sensitive vocabulary of the V most frequent words plus <pad> (id 0) and <unk> (id 1).
+
+Encoders look words up with a case-insensitive fallback (`encode(..., fold_case=True)`): a
+word missing as typed ("hello", "paris") takes the id of its most frequent casing in the
+vocabulary ("Hello", "Paris") instead of <unk>. Index builds and queries use the same lookup.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,10 @@ class Vocab:
             raise ValueError("a vocabulary starts with <pad>, <unk>")
         self.words = words
         self.index = {w: i for i, w in enumerate(words)}
+        # most frequent casing first: the vocabulary is ranked by frequency
+        self.folded: dict[str, int] = {}
+        for i, w in enumerate(words[2:], 2):
+            self.folded.setdefault(w.casefold(), i)
 
     def __len__(self) -> int:
         return len(self.words)
@@ -34,11 +43,20 @@ class Vocab:
         ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:size]
         return cls([PAD, UNK] + [w for w, _ in ranked])
 
-    def encode(self, tokens: list[str], max_len: int) -> list[int]:
-        """Token ids, truncated (not dropped) to `max_len`; an empty sentence becomes [<unk>]."""
+    def encode(self, tokens: list[str], max_len: int, fold_case: bool = False) -> list[int]:
+        """Token ids, truncated (not dropped) to `max_len`; an empty sentence becomes [<unk>].
+        `fold_case`: a token unknown as written gets the id of another casing of it."""
         get = self.index.get
-        ids = [get(t, 1) for t in tokens[:max_len]]
+        if fold_case:
+            folded = self.folded.get
+            ids = [get(t) or folded(t.casefold(), 1) for t in tokens[:max_len]]
+        else:
+            ids = [get(t, 1) for t in tokens[:max_len]]
         return ids or [1]
+
+    def knows(self, token: str) -> bool:
+        """Whether `token` has an id of its own, as written or in another casing."""
+        return token in self.index or token.casefold() in self.folded
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.words, ensure_ascii=False), encoding="utf-8")

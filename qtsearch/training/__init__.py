@@ -1,2 +1,3 @@
-"""Training: the trainers and their objectives (Quick-Thoughts, FastSent, SDAE, NLI, multi-task).
-"""
+"""Training: one loop (loop.py) with its checkpoint, metrics and progress, the tasks it trains
+(tasks/: ordered text for QT, FastSent and the SDAE; NLI; paraphrase pairs) and one module per
+trainer that assembles them (trainer.py, nli.py, pairs.py, multitask.py)."""

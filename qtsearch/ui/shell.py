@@ -20,19 +20,23 @@ from rich.table import Table
 from rich.text import Text
 
 from qtsearch.errors import QTSearchError, UsageError
-from qtsearch.query.search import CONTEXT_WINDOW, Hit, Index, Record
+from qtsearch.query.filters import parse_where
+from qtsearch.query.search import CONTEXT_WINDOW, MODES, Hit, Index, Record
 
 PROMPT = "qtsearch> "
 HISTORY_LENGTH = 2000
-COMMANDS = (":analogy", ":k", ":ctx", ":id", ":help", ":quit")
+COMMANDS = (":analogy", ":k", ":ctx", ":id", ":mode", ":where", ":help", ":quit")
 
 HELP = """\
-Type a sentence to see the stored sentences nearest to it (cosine similarity).
+Type a sentence to search the stored sentences ({mode} search).
 
   :analogy A | B | C   sentences D such that A is to B as C is to D
   :id ID               neighbours of stored sentence ID
   :ctx ID [N]          sentence ID with N sentences around it in its document (default 2)
   :k N                 show N results (now {k})
+  :mode NAME           hybrid, semantic (vectors) or lexical (BM25 over the words)
+  :where COLUMN=VALUE  only sentences with this metadata (e.g. source=emma.txt, doc=3);
+                       repeat to add one, :where alone clears them (now: {where})
   :help                this text
   :quit                leave (or Ctrl-D); Ctrl-C cancels the line being typed
 
@@ -78,6 +82,8 @@ class Shell:
     def __init__(self, index: Index, k: int = 10, console: Console | None = None):
         self.index = index
         self.k = k
+        self.mode = index.default_mode
+        self.where: dict[str, str] = {}
         self.console = console or Console()
         self.history = history_path()
         self._start = time.perf_counter()
@@ -91,15 +97,16 @@ class Shell:
         if not line:
             return True
         if not line.startswith(":"):
-            self._show(self.index.search([line], self.k)[0])
+            self._show(self.index.search([line], self.k, mode=self.mode, where=self.where)[0])
             return True
         name, _, rest = line.partition(" ")
         rest = rest.strip()
         if name in (":quit", ":q", ":exit"):
             return False
         if name == ":help":
-            self.console.print(HELP.format(k=self.k, history=self.history), highlight=False,
-                               markup=False)
+            self.console.print(HELP.format(k=self.k, history=self.history, mode=self.mode,
+                                           where=self._where_text()),
+                               highlight=False, markup=False)
         elif name == ":k":
             self.k = _positive_int(rest, ":k N")
             self.console.print(f"k = {self.k}", highlight=False)
@@ -110,8 +117,22 @@ class Shell:
             hits = self.index.analogy(*parts, k=self.k)
             self._show(hits, f"{parts[0]} : {parts[1]} :: {parts[2]} : ?")
         elif name == ":id":
-            hits = self.index.search_ids([_id(rest, ":id ID")], self.k)[0]
-            self._show(hits, f"neighbours of {rest}")
+            (record,) = self.index.get([_id(rest, ":id ID")])
+            hits = self.index.search_ids([record.id], self.k, where=self.where)[0]
+            self._show(hits, f"neighbours of {record.id}: {record.text}")
+        elif name == ":mode":
+            if rest not in MODES:
+                raise UsageError(f"usage: :mode NAME ({' | '.join(MODES)})")
+            self.mode = self.index.resolve_mode(rest)  # refused if the index lacks it
+            self.console.print(f"mode = {self.mode}", highlight=False)
+        elif name == ":where":
+            if not rest:
+                self.where = {}
+            else:
+                added = {**self.where, **parse_where([rest])}
+                self.index.filter_for(added)  # an unknown column is refused here
+                self.where = added
+            self.console.print(f"where: {self._where_text()}", highlight=False)
         elif name == ":ctx":
             args = rest.split()
             if not 1 <= len(args) <= 2:
@@ -123,6 +144,9 @@ class Shell:
         else:
             raise UsageError(f"unknown command {name}; :help lists the commands")
         return True
+
+    def _where_text(self) -> str:
+        return " and ".join(f"{c}={v}" for c, v in self.where.items()) or "no filter"
 
     def _show(self, hits: list[Hit], title: str | None = None) -> None:
         ms = (time.perf_counter() - self._start) * 1000

@@ -23,12 +23,13 @@ from typing import Any
 from qtsearch.config import write_json_atomic
 from qtsearch.errors import InputError, OutputError
 from qtsearch.evaluation.analogy.categories import WordPair, WordPairs, load_word_pairs
-from qtsearch.evaluation.analogy.data import load_rewrites, load_yelp, yelp_dir
+from qtsearch.evaluation.analogy.data import load_rewrites, load_yelp
 from qtsearch.evaluation.analogy.mining import SentencePair, mine_pairs
+from qtsearch.paths import PACKAGE, data_root
 
-#: Committed beside the code (a small derived artefact; `qtsearch bench analogy build` remakes it).
-REPO = Path(__file__).resolve().parents[3]
-DEFAULT_TUPLES = REPO / "benchmarks" / "analogy" / "yelp_tuples.jsonl"
+#: Package data (a small derived artefact, committed; `qtsearch bench analogy build` remakes it),
+#: so `bench analogy run` needs only the Yelp sentences of the data folder, not a checkout.
+DEFAULT_TUPLES = Path(__file__).resolve().parent / "tuples" / "yelp_tuples.jsonl"
 SENTIMENT = "sentiment"
 #: The four questions of a tuple (A, B, C, D) as index orders (a, b, c, d), asking a:b::c:?=d:
 #: A:B::C:D, B:A::D:C, C:D::A:B, D:C::B:A.
@@ -37,7 +38,7 @@ QUESTIONS = ((0, 1, 2, 3), (1, 0, 3, 2), (2, 3, 0, 1), (3, 2, 1, 0))
 
 @dataclass
 class BuildConfig:
-    data: str | None = None  # the shared data folder (None: ../shared/data beside the checkout)
+    data: str | None = None  # the data folder (None: qtsearch.paths.data_root's default)
     out: str = str(DEFAULT_TUPLES)
     cap_per_pair: int = 40  # tuples per word pair at most
     min_shared: int = 3  # words two paired sentences must share besides the analogy words
@@ -163,7 +164,7 @@ def build_tuples(config: BuildConfig, progress: Callable[[int], None] | None = N
     """Mine the Yelp sentences and make the tuples (nothing is written)."""
     data = Path(config.data) if config.data else None
     sentences = load_yelp(data)
-    word_pairs = load_word_pairs(yelp_dir(data).parent / "analogy")
+    word_pairs = load_word_pairs(data_root(data, need="analogy"))
     mined = mine_pairs(sentences, set(word_pairs.category), config.min_shared, progress)
     tuples = word_tuples(sentences, mined, word_pairs, config.cap_per_pair, config.seed)
     if config.sentiment:
@@ -193,9 +194,9 @@ def write_tuples(result: BuildResult, config: BuildConfig) -> Path:
 
 
 def _relative(path: Path) -> str:
-    """`path` relative to the checkout when inside it (the committed config is portable)."""
+    """`path` as `qtsearch/…` when inside the package (the committed config is portable)."""
     try:
-        return str(path.resolve().relative_to(REPO))
+        return str(path.resolve().relative_to(PACKAGE.parent))
     except ValueError:
         return str(path)
 

@@ -1,4 +1,4 @@
-"""The Yelp sentences of ../shared/data: the analogy pool, and Li et al.'s sentiment rewrites.
+"""The Yelp sentences of the data folder: the analogy pool, and Li et al.'s sentiment rewrites.
 
 Shen et al.'s sentences are lowercased and tokenised (`did n't`, `i 'm`, `...`); Li et al.'s human
 rewrites are raw text, so they are brought to the same form (`normalise`) before they meet the
@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from qtsearch.errors import InputError
+from qtsearch.paths import data_root
 from qtsearch.text.tokenizer import tokenize
 
 #: The Yelp sentence files, in the order their sentences enter the pool (first copy kept).
@@ -21,19 +22,6 @@ YELP_FILES = tuple(
     for corpus in ("shen2017", "li2018") for split in ("dev", "test") for label in (0, 1)
 )
 REFERENCES = ("li2018/reference.0", "li2018/reference.1")  # source<TAB>rewrite, label of source
-
-
-def default_data_dir() -> Path:
-    """../shared/data beside the checkout (the package sits in <repo>/qtsearch)."""
-    return Path(__file__).resolve().parents[3].parent / "shared" / "data"
-
-
-def yelp_dir(data_dir: Path | None) -> Path:
-    root = Path(data_dir) if data_dir is not None else default_data_dir()
-    yelp = root / "yelp"
-    if not yelp.is_dir():
-        raise InputError(f"Yelp data not found at {yelp} (pass --data DIR, the shared data folder)")
-    return yelp
 
 
 def _read_lines(path: Path) -> list[str]:
@@ -57,7 +45,7 @@ def unique(sentences: Iterable[str]) -> list[str]:
 
 def load_yelp(data_dir: Path | None = None) -> list[str]:
     """The ~172k unique Yelp sentences (Shen et al. 2017 dev+test, Li et al. 2018 dev+test)."""
-    yelp = yelp_dir(data_dir)
+    yelp = data_root(data_dir, need="yelp")
     return unique(line for name in YELP_FILES for line in _read_lines(yelp / name))
 
 
@@ -77,7 +65,7 @@ def load_rewrites(data_dir: Path | None = None) -> list[tuple[str, str]]:
     reference.0 holds negative sources with positive rewrites, reference.1 the opposite; both
     are put in the (negative, positive) direction so any two pairs make a consistent analogy.
     """
-    yelp = yelp_dir(data_dir)
+    yelp = data_root(data_dir, need="yelp")
     out = []
     for label, name in enumerate(REFERENCES):
         for n, line in enumerate(_read_lines(yelp / name), 1):

@@ -1,0 +1,135 @@
+"""`qtsearch add`: append sentences to an existing index with the index's own model, on a copy
+that replaces the index only when complete."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qtsearch.build.folders import file_checksum, swap_in
+from qtsearch.build.progress import Progress
+from qtsearch.encode.encoder import load_encoder
+from qtsearch.errors import IndexError_, Interrupted, ModelError
+from qtsearch.index.faiss_backend import open_faiss_index, write_faiss_index
+from qtsearch.index.manifest import (
+    INDEX_FILE,
+    META_FILE,
+    PARQUET_FILE,
+    compose_manifest,
+    now,
+    read_manifest,
+    write_manifest,
+)
+from qtsearch.index.store import MetadataStore
+from qtsearch.index.transform import VectorTransform
+from qtsearch.text.reader import Sentence, list_files, read_sentences
+
+
+@dataclass
+class AddResult:
+    path: Path
+    added: int
+    count: int
+    seconds: float
+
+
+def split_option(manifest: dict[str, Any], split_sentences: bool | None) -> tuple[bool, str]:
+    """Whether `add` splits running text into sentences: as asked, or else as the index was
+    built (an index of sentences should not get wrapped line fragments); and the line that
+    says which and why."""
+    built = bool(manifest.get("split_sentences", False))
+    split = built if split_sentences is None else split_sentences
+    how = "splitting running text into sentences" if split else "one sentence per line"
+    if split_sentences is None:
+        other = "--no-split-sentences" if split else "--split-sentences"
+        return split, f"add: {how}, as this index was built ({other} to change)"
+    return split, f"add: {how} (as asked; the index was built with" + (
+        "" if built else "out") + " --split-sentences)"
+
+
+def add_to_index(index_dir: str | os.PathLike, corpus: list[str],
+                 split_sentences: bool | None = None, device: str = "auto",
+                 batch_size: int = 512, chunk: int = 50_000, progress: bool = True,
+                 console: Any = None) -> AddResult:
+    """Append the sentences of `corpus` to an existing index with the index's own model.
+
+    `split_sentences` None: as the index was built (its manifest). New ids continue after the
+    last one and documents after the last document. The work is done on a copy
+    (`<index>.adding/`) that replaces the index only when complete.
+    """
+    t0 = time.perf_counter()
+    folder = Path(index_dir)
+    manifest = read_manifest(folder)
+    split_sentences, _ = split_option(manifest, split_sentences)
+    files = list_files(corpus)
+    model_path = manifest["model"]["path"]
+    encoder = load_encoder(model_path, device=device)
+    if encoder.fingerprint != manifest["model"]["fingerprint"]:
+        raise ModelError(f"{model_path}: the model changed since this index was built "
+                         f"(fingerprint {encoder.fingerprint} != "
+                         f"{manifest['model']['fingerprint']}); rebuild the index")
+    transform = VectorTransform.load(folder)  # the index holds vectors fitted at build time
+    work = folder.with_name(folder.name + ".adding")
+    if work.exists():
+        shutil.rmtree(work)
+    shutil.copytree(folder, work)
+    try:
+        index = open_faiss_index(work / INDEX_FILE)
+        start = int(index.ntotal)
+        with MetadataStore.open(work / META_FILE, readonly=False) as store:
+            if store.count() != start:
+                raise IndexError_(f"{folder}: index holds {start:,} vectors but the metadata "
+                                  f"{store.count():,} rows; rebuild the index")
+            first_doc = store.max_doc() + 1
+            n = start
+            sentences = read_sentences([str(f) for f in files], split=split_sentences)
+            with Progress(progress, console) as bars, bars.stage("add", None, "sentences") as adv:
+                for batch in _chunks(sentences, chunk):
+                    vectors = encoder.encode([b.text for b in batch], batch_size,
+                                             normalize=True, progress=adv)
+                    index.add(transform.apply(vectors) if transform else vectors)
+                    store.insert_many((n + k, b.text, b.source, b.line, b.doc + first_doc,
+                                       b.position) for k, b in enumerate(batch))
+                    n += len(batch)
+            fill_fts(store, start)
+            store.checkpoint()
+            if (work / PARQUET_FILE).exists():
+                store.to_parquet(work / PARQUET_FILE)
+        write_faiss_index(index, work / INDEX_FILE)
+        added = {"count": n - start, "seconds": round(time.perf_counter() - t0, 3), "at": now()}
+        write_manifest(work, compose_manifest(
+            manifest, count=n, corpus=manifest["corpus"] + [file_checksum(f) for f in files],
+            added=[*manifest.get("added", []), added], fts=True))
+    except BaseException as e:
+        shutil.rmtree(work, ignore_errors=True)
+        if isinstance(e, KeyboardInterrupt):
+            raise Interrupted(f"interrupted; {folder} is unchanged") from None
+        raise
+    swap_in(work, folder)
+    return AddResult(folder, n - start, n, time.perf_counter() - t0)
+
+
+def fill_fts(store: MetadataStore, first_id: int) -> int:
+    """Index rows from `first_id` on in the full-text table; an index built before the table
+    existed gets it whole (every row), so `add` also upgrades old indexes to hybrid search."""
+    if not store.has_fts():
+        store.fts_create()
+        first_id = 0
+    return store.fts_fill(first_id)
+
+
+def _chunks(items: Iterable[Sentence], size: int) -> Iterator[list[Sentence]]:
+    """Consecutive lists of `size` items (the last one shorter): bounded memory."""
+    batch: list[Sentence] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

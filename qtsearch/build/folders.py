@@ -1,0 +1,38 @@
+"""Index folder helpers shared by builds, derived builds and `add`: input checksums, size on
+disk, and the atomic swap of a finished folder into place."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+
+def file_checksum(path: Path) -> dict[str, Any]:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return {"path": str(path), "bytes": path.stat().st_size, "sha256": h.hexdigest()}
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def swap_in(new: Path, out: Path) -> None:
+    """Put the finished folder `new` at `out` with renames only: a reader sees the old index
+    or the new one, never a mix; the old one is deleted only after the new one is in place."""
+    if not out.exists():
+        os.replace(new, out)
+        return
+    old = out.with_name(f"{out.name}.old-{os.getpid()}")
+    os.replace(out, old)
+    try:
+        os.replace(new, out)
+    except OSError:
+        os.replace(old, out)
+        raise
+    shutil.rmtree(old)

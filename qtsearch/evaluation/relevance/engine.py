@@ -1,0 +1,158 @@
+"""Relevance tasks behind one interface, their registry, and the ranking metrics.
+
+A task is one class in one module of `qtsearch.evaluation.relevance.tasks`, registered with
+`@register`: `load` fills `pool` (distinct sentences; row i becomes index id i) and `queries`
+(a pool row and the pool rows relevant to it). Queries are pool sentences, so every system
+finds the query itself first; that row is dropped from its hits before scoring.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from qtsearch.errors import InputError, UsageError
+
+#: Hits scored per query.
+K = 10
+#: All metrics computed per query; `R@k` is the share of queries with a relevant sentence
+#: among the first k hits (one relevant sentence per query for most paraphrase queries).
+METRICS = ("R@1", "R@10", "MRR@10", "P@10")
+#: Group order in tables; a group name also works in `--tasks`.
+GROUP_ORDER = ("paraphrase", "topical")
+
+
+@dataclass(frozen=True)
+class Query:
+    """A query: its row in the pool, and the rows that count as relevant answers."""
+
+    row: int
+    relevant: frozenset[int]
+
+
+@dataclass
+class RelevanceConfig:
+    """What one `qtsearch bench relevance` run reads (saved in the JSON output)."""
+
+    tasks: Sequence[str] = ("all",)
+    data_dir: str | None = None  # None: $QTSEARCH_DATA or ../shared/data
+    limit: int | None = None  # rows of each task file, drawn at random (quick runs and tests)
+    seed: int = 0
+
+
+class RelevanceTask(ABC):
+    """One retrieval task over one pool of sentences."""
+
+    name: ClassVar[str]
+    group: ClassVar[str]
+    description: ClassVar[str] = ""
+    #: Metrics shown in tables, in order.
+    headline: ClassVar[tuple[str, ...]] = ("R@1", "R@10", "MRR@10")
+
+    def __init__(self, config: RelevanceConfig):
+        self.config = config
+        self.pool: list[str] = []
+        self.queries: list[Query] = []
+
+    @abstractmethod
+    def load(self, data_dir: Path) -> None:
+        """Fill `pool` and `queries` (InputError when the data is missing or malformed)."""
+
+    def set_pool(self, texts: Iterable[str]) -> dict[str, int]:
+        """The distinct sentences of `texts` as the pool, in first-seen order; their rows."""
+        self.pool = list(dict.fromkeys(t for t in texts if t))
+        if len(self.pool) <= K:
+            raise InputError(f"{self.name}: only {len(self.pool)} distinct sentences; the "
+                             f"pool must hold more than {K}")
+        return {t: i for i, t in enumerate(self.pool)}
+
+    def pair_queries(self, pairs: Iterable[tuple[str, str]], rows: dict[str, int]) -> None:
+        """Queries from relevant pairs (a, b), both ways: a finds b, b finds a; a sentence
+        paired with several others has all of them as relevant answers."""
+        relevant: dict[int, set[int]] = {}
+        for a, b in pairs:
+            ra, rb = rows[a], rows[b]
+            if ra != rb:
+                relevant.setdefault(ra, set()).add(rb)
+                relevant.setdefault(rb, set()).add(ra)
+        self.queries = [Query(r, frozenset(rel)) for r, rel in sorted(relevant.items())]
+        if not self.queries:
+            raise InputError(f"{self.name}: no relevant pair in the data")
+
+
+TASKS: dict[str, type[RelevanceTask]] = {}
+
+
+def register(cls: type[RelevanceTask]) -> type[RelevanceTask]:
+    """Class decorator: make a task available by its name (case-insensitive)."""
+    TASKS[cls.name.lower()] = cls
+    return cls
+
+
+def discover() -> dict[str, type[RelevanceTask]]:
+    """Import every module of the tasks package so their tasks register themselves."""
+    import qtsearch.evaluation.relevance.tasks as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        importlib.import_module(f"{pkg.__name__}.{info.name}")
+    return TASKS
+
+
+def task_names() -> list[str]:
+    """All task names in table order (group order, then registration order)."""
+    def rank(cls: type[RelevanceTask]) -> int:
+        return GROUP_ORDER.index(cls.group) if cls.group in GROUP_ORDER else len(GROUP_ORDER)
+
+    return [cls.name for cls in sorted(discover().values(), key=rank)]
+
+
+def resolve_tasks(specs: Sequence[str]) -> list[type[RelevanceTask]]:
+    """Task classes for names, group names and "all" (comma-separated allowed), in table
+    order, each once; an unknown name is a UsageError listing the valid ones."""
+    tasks = discover()
+    groups = {cls.group for cls in tasks.values()}
+    chosen: set[str] = set()
+    for raw in (part.strip() for spec in specs for part in spec.split(",")):
+        key = raw.lower()
+        if key == "all":
+            chosen.update(tasks)
+        elif key in groups:
+            chosen.update(k for k, c in tasks.items() if c.group == key)
+        elif key in tasks:
+            chosen.add(key)
+        elif key:
+            raise UsageError(f"unknown relevance task {raw!r}; choose from all, "
+                             f"{', '.join(sorted(groups))}, {', '.join(task_names())}")
+    if not chosen:
+        raise UsageError("no relevance task chosen (--tasks)")
+    return [tasks[n.lower()] for n in task_names() if n.lower() in chosen]
+
+
+def load_tasks(config: RelevanceConfig, data_dir: Path) -> list[RelevanceTask]:
+    """Instantiate and load the configured tasks (bad data fails before any index is built)."""
+    tasks = [cls(config) for cls in resolve_tasks(config.tasks)]
+    for task in tasks:
+        task.load(data_dir)
+    return tasks
+
+
+def query_metrics(hits: Sequence[int], relevant: frozenset[int], k: int = K
+                  ) -> dict[str, float]:
+    """The metrics of one query from its ranked hit rows (the query's own row removed)."""
+    top = list(hits[:k])
+    good = [h in relevant for h in top]
+    first = good.index(True) + 1 if any(good) else None
+    return {"R@1": float(first == 1), "R@10": float(first is not None),
+            "MRR@10": 1.0 / first if first else 0.0, "P@10": sum(good) / k}
+
+
+def mean_metrics(per_query: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Each metric averaged over queries."""
+    return {m: float(np.mean([q[m] for q in per_query])) for m in METRICS}

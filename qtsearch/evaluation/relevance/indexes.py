@@ -1,0 +1,91 @@
+"""The index a relevance task is searched through: its pool written as a one-sentence-per-line
+corpus and built with `build_index`, exactly as `qtsearch build-index POOL --model M` would.
+
+Built indexes are cached under `$QTSEARCH_CACHE/relevance/` per task, pool and encoder
+fingerprint, and also per build code (a hash of qtsearch/build and qtsearch/index): a rerun
+searches the same index without embedding again, and a change to how indexes are built
+rebuilds them instead of scoring a stale one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from qtsearch import __version__
+from qtsearch.build.pipeline import IndexConfig, build_index
+from qtsearch.encode.baselines import cache_dir
+from qtsearch.errors import IndexError_, QTSearchError
+from qtsearch.evaluation.relevance.engine import RelevanceTask
+from qtsearch.index.manifest import META_FILE, read_manifest
+from qtsearch.index.store import MetadataStore
+
+PACKAGE = Path(__file__).resolve().parents[2]
+
+
+@cache
+def build_code_key() -> str:
+    """Hash of the qtsearch version and the source of the build and index code."""
+    h = hashlib.sha256(__version__.encode())
+    for folder in ("build", "index"):
+        for path in sorted((PACKAGE / folder).glob("*.py")):
+            h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def pool_file(task: RelevanceTask) -> Path:
+    """The task's pool as a corpus file (one sentence a line; row i of the pool is line i+1
+    and so index id i), written once per distinct pool."""
+    text = "".join(f"{s}\n" for s in task.pool)
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    path = cache_dir("relevance", "pools") / f"{task.name}-{digest}.txt"
+    if not path.is_file():
+        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    return path
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "model"
+
+
+def task_index(task: RelevanceTask, model: str | None, name: str, fingerprint: str,
+               device: str = "auto", rebuild: bool = False, progress: bool = True,
+               console: Any = None) -> tuple[Path, bool]:
+    """(index folder, whether it was built now) for the task's pool with `model` (a model
+    folder, an encoder name, or None for the shipped model)."""
+    corpus = pool_file(task)
+    stem = f"{task.name}-{_slug(name)}"
+    key = hashlib.sha256(f"{corpus.name}|{fingerprint}|{build_code_key()}".encode())
+    folder = cache_dir("relevance", "indexes") / f"{stem}-{key.hexdigest()[:16]}"
+    if not rebuild and _usable(folder, len(task.pool)):
+        return folder, False
+    for old in folder.parent.glob(f"{stem}-*"):  # earlier builds of this task and model
+        if old.name != folder.name and not old.name.endswith(".partial"):
+            shutil.rmtree(old, ignore_errors=True)
+    build_index(IndexConfig(corpus=[str(corpus)], model=model, out=str(folder), device=device,
+                            overwrite=True), progress=progress, console=console)
+    check_rows(folder, task)
+    return folder, True
+
+
+def _usable(folder: Path, count: int) -> bool:
+    try:
+        return int(read_manifest(folder).get("count", -1)) == count
+    except QTSearchError:
+        return False
+
+
+def check_rows(folder: Path, task: RelevanceTask) -> None:
+    """Every index id must hold the pool sentence of the same row: the scores rely on it."""
+    with MetadataStore.open(folder / META_FILE, readonly=True) as store:
+        rows = store.get(list(range(store.count())))
+    if [rows[i]["text"] for i in range(len(rows))] != task.pool:
+        raise IndexError_(f"{folder}: the index rows differ from the {task.name} pool "
+                          "(the reader changed a sentence); delete the folder and rerun")

@@ -1,0 +1,216 @@
+"""Systems side by side: for each task, one index per model, every chosen mode searched on it.
+
+A system is a model (the shipped one, a model folder, or an encoder name: glove, minilm,
+model2vec) and a search mode of `Index.search`. Lexical mode (BM25 over the index's full-text
+table) does not depend on the model, so it is one system, "BM25 (lexical)", searched on the
+first model's index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from qtsearch.encode.encoder import load_encoder
+from qtsearch.errors import InputError, UsageError
+from qtsearch.evaluation.relevance.engine import (
+    GROUP_ORDER,
+    METRICS,
+    K,
+    RelevanceConfig,
+    RelevanceTask,
+    mean_metrics,
+    query_metrics,
+)
+from qtsearch.evaluation.relevance.indexes import task_index
+from qtsearch.index.manifest import read_manifest
+from qtsearch.query.search import MODES, QUERY_PRECISION, Index
+
+log = logging.getLogger("qtsearch")
+
+LEXICAL = "lexical"
+#: Queries per `Index.search` call.
+QUERY_BATCH = 256
+
+
+@dataclass(frozen=True)
+class System:
+    """A model searched in one mode."""
+
+    model: str  # "default", a model folder, or an encoder name
+    mode: str
+
+    @property
+    def label(self) -> str:
+        if self.mode == LEXICAL:
+            return "BM25 (lexical)"
+        name = Path(self.model).name if "/" in self.model else self.model
+        return f"{name} · {self.mode}"
+
+
+def parse_systems(models: Sequence[str], baselines: Sequence[str],
+                  explicit: Sequence[str] = ()) -> list[System]:
+    """`explicit` MODEL:MODE specs (MODEL alone: semantic), or else every mode of each of
+    `models` and the semantic mode of each baseline encoder; each label once, in order."""
+    systems: list[System] = []
+    if explicit:
+        for spec in explicit:
+            model, _, mode = spec.rpartition(":") if ":" in spec else (spec, "", "semantic")
+            if mode not in MODES:
+                raise UsageError(f"--systems {spec!r}: mode must be one of {', '.join(MODES)}")
+            systems.append(System(model or "default", mode))
+    else:
+        systems = [System(m, mode) for m in models for mode in MODES]
+        systems += [System(b, "semantic") for b in baselines]
+    if not systems:
+        raise UsageError("no system to evaluate: give --model, --baselines or --systems")
+    first: dict[str, System] = {}
+    for s in systems:
+        first.setdefault(s.label, s)
+    return list(first.values())
+
+
+def _model_arg(model: str) -> str | None:
+    return None if model == "default" else model
+
+
+@dataclass
+class RelevanceRun:
+    """Figures of one run: {task: {system label: {metric: value, ...}}} and what was built."""
+
+    config: RelevanceConfig
+    tasks: list[RelevanceTask]
+    systems: list[System]
+    results: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    builds: dict[str, dict[str, Any]] = field(default_factory=dict)  # "task|encoder name"
+
+    def group_mean(self, group: str = GROUP_ORDER[0]) -> dict[str, dict[str, float]]:
+        """Per system, each metric averaged over the tasks of `group` (tasks weigh equally)."""
+        names = [t.name for t in self.tasks if t.group == group]
+        if not names:
+            return {}
+        return {s.label: {m: sum(self.results[t][s.label][m] for t in names) / len(names)
+                          for m in METRICS}
+                for s in self.systems}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "results": self.results,
+            "mean_paraphrase": self.group_mean(),
+            "tasks": {t.name: {"group": t.group, "description": t.description,
+                               "pool": len(t.pool), "queries": len(t.queries)}
+                      for t in self.tasks},
+            "systems": [{"label": s.label, "model": s.model, "mode": s.mode}
+                        for s in self.systems],
+            "builds": self.builds,
+            "config": dataclasses.asdict(self.config),
+        }
+
+
+class WarningCounter(logging.Filter):
+    """Counts (and holds back) the qtsearch warnings of a query loop: one line per query about
+    unknown words would bury the progress bar; the count and an example go in the notes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+        self.example = ""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING:
+            return True
+        self.count += 1
+        self.example = self.example or record.getMessage()
+        return False
+
+    @contextlib.contextmanager
+    def attached(self) -> Iterator[WarningCounter]:
+        log.addFilter(self)
+        try:
+            yield self
+        finally:
+            log.removeFilter(self)
+
+
+def run_queries(index: Index, task: RelevanceTask, mode: str,
+                advance: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Every query of `task` through `index.search`; a query the index refuses (InputError:
+    e.g. no known word) is a miss, counted in `failed`; warnings are counted."""
+    with WarningCounter().attached() as warnings:
+        cell = _run_queries(index, task, mode, advance)
+    return {**cell, "warnings": warnings.count, "warning_example": warnings.example}
+
+
+def _run_queries(index: Index, task: RelevanceTask, mode: str,
+                 advance: Callable[[int], None] | None) -> dict[str, float]:
+    scores, failed = [], 0
+    start = time.perf_counter()
+    for s in range(0, len(task.queries), QUERY_BATCH):
+        batch = task.queries[s : s + QUERY_BATCH]
+        texts = [task.pool[q.row] for q in batch]
+        try:
+            hits = index.search(texts, k=K + 1, mode=mode)
+        except InputError:
+            hits = []
+            for text in texts:
+                try:
+                    hits += index.search([text], k=K + 1, mode=mode)
+                except InputError:
+                    hits.append([])
+                    failed += 1
+        for q, found in zip(batch, hits, strict=True):
+            ranked = [h.id for h in found if h.id != q.row]
+            scores.append(query_metrics(ranked, q.relevant))
+        if advance:
+            advance(len(batch))
+    seconds = time.perf_counter() - start
+    return {**mean_metrics(scores), "queries": float(len(scores)), "failed": float(failed),
+            "query_seconds": seconds}
+
+
+def run_benchmark(tasks: Sequence[RelevanceTask], systems: Sequence[System],
+                  config: RelevanceConfig, device: str = "auto", rebuild: bool = False,
+                  console: Console | None = None, progress: bool = True) -> RelevanceRun:
+    """Build (or reuse) each task's index per model and score every system on it."""
+    console = console or Console(stderr=True)
+    run = RelevanceRun(config, list(tasks), list(systems))
+    lexical_on = next((s.model for s in systems if s.mode != LEXICAL), systems[0].model)
+    by_model: dict[str, list[System]] = {}
+    for s in systems:
+        by_model.setdefault(lexical_on if s.mode == LEXICAL else s.model, []).append(s)
+    encoders = {m: load_encoder(_model_arg(m), device=device, precision=QUERY_PRECISION)
+                for m in by_model}  # loaded once, as `Index.open` would load them
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    for task in tasks:
+        run.results[task.name] = {}
+        for model, chosen in by_model.items():
+            encoder = encoders[model]
+            name = encoder.name
+            if progress:
+                console.print(f"{task.name}: index of {len(task.pool):,} sentences, {name}")
+            start = time.perf_counter()
+            folder, built = task_index(task, _model_arg(model), name, encoder.fingerprint,
+                                       device, rebuild, progress, console)
+            manifest = read_manifest(folder)
+            run.builds[f"{task.name}|{name}"] = {
+                "built": built, "seconds": round(time.perf_counter() - start, 2),
+                "sentences": manifest["count"], "embed_seconds": manifest["stages"]["embed"],
+                "transform": (manifest.get("transform") or {}).get("spec", "none")}
+            with Index.open(folder, model=encoder, device=device) as index, \
+                    Progress(*columns, console=console, disable=not progress,
+                             transient=True) as bar:
+                for s in chosen:
+                    b = bar.add_task(f"{task.name} · {s.label}", total=len(task.queries))
+                    run.results[task.name][s.label] = run_queries(
+                        index, task, s.mode, lambda n, b=b: bar.advance(b, n))
+    return run

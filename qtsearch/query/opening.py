@@ -1,0 +1,51 @@
+"""Opening an index: its model, and the dimensions of model, transform and vectors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from qtsearch.encode.encoder import EXTERNAL_ENCODERS, Encoder, load_encoder
+from qtsearch.errors import IndexError_, ModelError
+from qtsearch.index.backend import VectorBackend
+from qtsearch.index.transform import VectorTransform
+
+
+def model_for(folder: Path, manifest: dict[str, Any],
+              model: str | os.PathLike | Encoder | None, device: str,
+              precision: str) -> Encoder:
+    """The index's own model (or `model`, refused unless its fingerprint is the index's)."""
+    info = manifest.get("model") or {}
+    if model is not None and not isinstance(model, (str, os.PathLike)):
+        encoder = model  # an encoder object, ours or external
+    elif model is not None:
+        encoder = load_encoder(model, device=device, precision=precision)
+    else:
+        where = info.get("path")
+        if not where:
+            raise IndexError_(f"{folder}: the manifest names no model; pass a model")
+        if where not in EXTERNAL_ENCODERS and not Path(where).exists():
+            raise ModelError(f"the model this index was built with is gone ({where}); "
+                             "pass the same model with --model")
+        encoder = load_encoder(where, device=device, precision=precision)
+    expected = info.get("fingerprint")
+    if expected and encoder.fingerprint != expected:
+        raise ModelError(
+            f"{folder} was built with model {info.get('name', '?')} (fingerprint {expected}) "
+            f"but {encoder.path} has fingerprint {encoder.fingerprint}: its vectors do not "
+            "match this index; use the same model or rebuild the index")
+    return encoder
+
+
+def check_dims(folder: Path, manifest: dict[str, Any], encoder: Encoder,
+               backend: VectorBackend, transform: VectorTransform | None) -> None:
+    """Model -> transform -> index dimensions must chain (the manifest's `dim` is the
+    index's, after the transform); IndexError_ naming all of them otherwise."""
+    dim = int(manifest.get("dim", backend.d))
+    model_dim = transform.in_dim if transform is not None else dim
+    if backend.d != dim or encoder.dim != model_dim or (
+            transform is not None and transform.out_dim != dim):
+        fitted = f", transform {transform.in_dim}->{transform.out_dim}" if transform else ""
+        raise IndexError_(f"{folder}: dimension mismatch (manifest {dim}, vector index "
+                          f"{backend.d}, model {encoder.dim}{fitted}); rebuild the index")

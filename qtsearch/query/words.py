@@ -1,0 +1,40 @@
+"""Query words the model does not know, and the one line that says so.
+
+A model knows a fixed vocabulary; a French or Russian query to an English model is mostly
+unknown words, and its vector is noise that still ranks sentences with confident scores. Such
+a query is flagged rather than silently answered: hybrid search drops its semantic leg (the
+lexical leg matches any words), semantic search says its results are unreliable.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from qtsearch.text.tokenizer import tokenize
+
+#: A query is "mostly unknown" when more than this share of its words is unknown.
+UNKNOWN_SHARE = 0.5
+
+
+class KnowsWords(Protocol):
+    def known_words(self, text: str) -> int: ...
+
+
+def unknown_words(encoder: KnowsWords, text: str) -> list[str]:
+    """The words of `text` (tokens with a letter or digit) that `encoder` does not know."""
+    words = [t for t in tokenize(text) if any(c.isalnum() for c in t)]
+    if encoder.known_words(" ".join(words)) >= len(words):  # the common case: one call
+        return []
+    return [w for w in words if encoder.known_words(w) == 0]
+
+
+def note_for(text: str, unknown: list[str], mode: str) -> str | None:
+    """The warning for a query most of whose words are unknown, or None."""
+    words = [t for t in tokenize(text) if any(c.isalnum() for c in t)]
+    if not unknown or len(unknown) <= UNKNOWN_SHARE * len(words):
+        return None
+    shown = ", ".join(unknown[:5]) + (", …" if len(unknown) > 5 else "")
+    what = ("searched by its words only (lexical)" if mode == "hybrid"
+            else "its semantic results are unreliable")
+    return (f"{len(unknown)} of the {len(words)} words of {text!r} are unknown to the model "
+            f"({shown}): {what}")

@@ -1,0 +1,172 @@
+"""The InferSent encoder over GloVe, its vocabulary, the options of the runs that train it on
+sentence pairs (NLI, paraphrases) and their one-task setup; the multi-task trainer shares the
+encoder and the vocabulary.
+
+Vocabulary: every word of the training sentences (case kept, as the tokeniser gives it) followed
+by the most frequent GloVe words in lowercase and capitalised form, so that sentences of other
+domains (`qtsearch eval`, indexes) still meet their words' GloVe vectors; `extra` words (the
+most frequent words of other corpora, `corpus_words`: books, Wikipedia, captions) come between
+the two, so the words a search user types are known. Trainable embedding
+rows (`word_dim` > 0) of words never seen in training stay zero: only GloVe speaks for them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Generic, TypeVar
+
+import torch
+from torch import Tensor
+
+from qtsearch.config import write_json_atomic
+from qtsearch.encode.pretrained import glove_matrix, load_glove
+from qtsearch.errors import UsageError
+from qtsearch.models.encoders import EncoderConfig
+from qtsearch.models.infersent import InferSent
+from qtsearch.text.reader import read_sentences
+from qtsearch.text.token_corpus import corpus_signature
+from qtsearch.text.tokenizer import tokenize
+from qtsearch.text.vocab import PAD, UNK, Vocab
+from qtsearch.training.checkpoint import writable_folder
+from qtsearch.training.loop import Loop, RunConfig, Runtime, Task
+from qtsearch.training.progress import Display
+
+log = logging.getLogger("qtsearch")
+T = TypeVar("T")
+
+
+@dataclass
+class InferSentConfig(RunConfig):
+    """The options of a run that trains InferSent on sentence pairs (NLI, paraphrases)."""
+
+    train: list[str] = field(default_factory=list)
+    valid: list[str] = field(default_factory=list)
+    valid_fraction: float = 0.1
+    hidden: int = 256  # per direction; the paper's 2048 is GPU-sized
+    word_dim: int = 0  # trainable embeddings concatenated to GloVe; 0 = GloVe only (the paper)
+    glove_words: int = 50_000
+    max_len: int = 50
+    batch_size: int = 64
+    lr: float = 1e-3
+    epochs: int = 5
+    val_every: int = 200
+    checkpoint_every: int = 500
+
+    #: what the training files hold, for messages
+    DATA: ClassVar[str] = "NLI"
+
+    def check(self) -> None:
+        if not self.train:
+            raise UsageError(f"give at least one {self.DATA} training file")
+        self.check_run(("hidden", "max_len", "batch_size"))
+        if self.word_dim < 0 or self.glove_words < 0:
+            raise UsageError("--word-dim and --glove-words must be 0 or more")
+        if not 0 < self.valid_fraction < 1:
+            raise UsageError("--valid-fraction must be between 0 and 1")
+
+    def encoder_config(self, vocab_len: int, objective: str) -> EncoderConfig:
+        return EncoderConfig(encoder="infersent", objective=objective, vocab_size=vocab_len,
+                             word_dim=self.word_dim, hidden=self.hidden, max_len=self.max_len)
+
+
+@dataclass
+class Split(Generic[T]):
+    """One task's training and validation items, and the facts of the split (counts: checked
+    on --resume, kept in config.json)."""
+
+    train: list[T]
+    valid: list[T]
+    facts: dict[str, Any]
+
+
+def corpus_words(paths: Sequence[str], size: int, cache: Path) -> list[str]:
+    """The `size` most frequent words (case kept, as the tokeniser gives them) of text files or
+    folders read as running text, WikiExtractor markup dropped; kept in `cache` under the files'
+    signature (path, size, mtime), so a resumed run does not read books + Wikipedia again."""
+    path = cache / f"words-{corpus_signature(paths, True, size, 0)}.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    counted = Vocab.build((tokenize(s.text) for s in read_sentences(paths, split=True)), size)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, counted.words[2:])
+    return counted.words[2:]
+
+
+def build_vocab(
+    token_lists: Iterable[list[str]], glove_words: int, base: Vocab | None = None,
+    extra: Sequence[str] = (),
+) -> tuple[Vocab, int]:
+    """(vocabulary, n_seen): `base` (or <pad>, <unk>) + the words of `token_lists` by frequency
+    + the `extra` words + the `glove_words` most frequent GloVe words, lowercase and
+    capitalised. Ids below n_seen are words that training data contains."""
+    seen = Vocab.build(token_lists, size=10**9).words[2:]
+    words = list(base.words) if base else [PAD, UNK]
+    known = set(words)
+    for w in seen:
+        if w not in known:
+            known.add(w)
+            words.append(w)
+    n_seen = len(words)
+    later = list(extra)
+    if glove_words:
+        index, _ = load_glove()
+        for w in sorted(index, key=index.__getitem__)[:glove_words]:
+            later += (w, w.capitalize())
+    for w in later:
+        if w not in known:
+            known.add(w)
+            words.append(w)
+    return Vocab(words), n_seen
+
+
+def pairs_vocab(sentences: Iterable[str], glove_words: int, display: Display,
+                base: Vocab | None = None, extra: Sequence[str] = (),
+                ) -> tuple[Vocab, int, Callable[[str], list[str]]]:
+    """`build_vocab` over the training sentences; also the tokeniser (cached: a sentence
+    recurs across pairs) that encodes them."""
+    tokens = functools.cache(tokenize)
+    vocab, n_seen = build_vocab(map(tokens, sentences), glove_words, base, extra)
+    display.note(f"vocabulary {len(vocab):,} words ({n_seen:,} seen in training)")
+    return vocab, n_seen, tokens
+
+
+def glove_encoder(cfg: EncoderConfig, vocab: Vocab, n_seen: int,
+                  frozen: Tensor | None = None) -> InferSent:
+    """A fresh InferSent with its GloVe table filled (from `frozen` when given, else looked up)
+    and the trainable rows of words unseen in training zeroed."""
+    model = InferSent(cfg)
+    if frozen is None:
+        matrix, coverage = glove_matrix(vocab.words)
+        frozen = torch.from_numpy(matrix)
+        log.info("GloVe covers %.1f%% of the vocabulary", 100 * coverage)
+    model.set_frozen_vectors(frozen)
+    if model.words is not None:
+        with torch.no_grad():
+            model.words.weight[n_seen:].zero_()
+    return model
+
+
+def infersent_loop(
+    config: InferSentConfig, objective: str, read: Callable[[list[str]], list[T]],
+    split: Callable[[list[T], Display], Split[T]], sentences: Callable[[list[T]], Iterable[str]],
+    task: Callable[[Split[T], Vocab, Callable[[str], list[str]], InferSent, Runtime], Task],
+    display: Display,
+) -> Loop:
+    """A one-task run of InferSent on sentence pairs: the `train` files read and split, the
+    vocabulary built from the training sentences, the encoder seeded, the task made on it."""
+    config.check()
+    runtime = Runtime.of(config)
+    items = read(config.train)
+    writable_folder(Path(config.out))
+    data = split(items, display)
+    vocab, n_seen, tokens = pairs_vocab(sentences(data.train), config.glove_words, display)
+    torch.manual_seed(config.seed)
+    encoder = glove_encoder(config.encoder_config(len(vocab), objective), vocab,
+                            n_seen).to(runtime.device)
+    return Loop(config, runtime, display, encoder, vocab,
+                [task(data, vocab, tokens, encoder, runtime)], data.facts)

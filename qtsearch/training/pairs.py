@@ -1,0 +1,119 @@
+"""`qtsearch train-pairs`: an InferSent encoder trained on paraphrase pairs (captions of one
+image, entailed NLI hypotheses) by in-batch contrastive learning, in the one loop; the same
+task serves `train-multitask --pairs`.
+
+Every pair that shares a sentence with an evaluation file under the data folder's `sts/`
+(STS 2012–2016, STS-B, SICK, MSRP) is dropped before anything else, and the count is reported
+and kept in config.json; validation is a --valid file (for Multi30k, its val split) or a
+held-out share of the anchors, with training pairs sharing a sentence with it dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from rich.console import Console
+from torch import nn
+
+from qtsearch.errors import UsageError
+from qtsearch.paths import data_root
+from qtsearch.text.pairs import Pair, drop_overlap, eval_sentences, hold_out, read_pairs
+from qtsearch.text.vocab import Vocab
+from qtsearch.training.infersent import InferSentConfig, Split, infersent_loop
+from qtsearch.training.loop import Loop, RunResult, Runtime
+from qtsearch.training.progress import Display
+from qtsearch.training.tasks.pairs import PairSet, PairsTask
+
+
+@dataclass
+class PairsOptions:
+    """The pairs task's options (train-pairs, train-multitask)."""
+
+    pairs_scale: float = 20.0  # cosine × scale are the softmax logits
+    hard_negatives: bool = True  # an NLI contradiction of the anchor as an extra candidate
+    data: str | None = None  # data folder whose sts/ is kept out; None: $QTSEARCH_DATA, ...
+    eval_filter: bool = True
+    pairs_val_batches: int = 20  # validation batches (a fixed sample of the validation pairs)
+
+    def check_pairs(self) -> None:
+        if not (self.pairs_scale > 0 and math.isfinite(self.pairs_scale)):
+            raise UsageError("--pairs-scale must be a positive number")
+        if self.pairs_val_batches < 1:
+            raise UsageError("--pairs-val-batches must be at least 1")
+
+
+@dataclass
+class PairsTrainConfig(InferSentConfig, PairsOptions):
+    """Everything that defines a pairs run; `train` and `valid` hold pair files."""
+
+    batch_size: int = 128
+    epochs: int = 1
+
+    DATA = "pairs"
+
+    def check(self) -> None:
+        super().check()
+        self.check_pairs()
+
+
+def pairs_split(pairs: list[Pair], valid_files: list[str], fraction: float, seed: int,
+                options: PairsOptions, display: Display) -> Split[Pair]:
+    """Evaluation sentences dropped, then training and validation pairs: --valid files, or
+    held-out anchors."""
+    dropped_eval, where = 0, "not checked (--no-eval-filter)"
+    if options.eval_filter:
+        folder = data_root(options.data, need="sts")
+        pairs, dropped_eval = drop_overlap(pairs, eval_sentences(folder))
+        where = f"with the evaluation files under {folder}"
+    if valid_files:
+        train, valid = pairs, read_pairs(valid_files)
+    else:
+        train, valid = hold_out(pairs, lambda p: p.anchor, Pair.sentences, fraction, seed)
+    dropped_valid = 0 if valid_files else len(pairs) - len(train) - len(valid)
+    negatives = sum(p.negative is not None for p in train)
+    display.note(f"pairs: {len(train):,} training pairs ({negatives:,} with a hard negative), "
+                 f"{len(valid):,} validation pairs; dropped for sharing a sentence: "
+                 f"{dropped_eval:,} {where}, {dropped_valid:,} with validation")
+    return Split(train, valid, {"pairs_train": len(train), "pairs_valid": len(valid),
+                                "pairs_negatives": negatives, "pairs_dropped_eval": dropped_eval,
+                                "pairs_dropped_valid": dropped_valid})
+
+
+def pair_sentences(pairs: list[Pair]) -> Iterator[str]:
+    for p in pairs:
+        yield from p.sentences()
+
+
+def pairs_task(options: PairsOptions, split: Split[Pair], vocab: Vocab, max_len: int,
+               tokens: Callable[[str], list[str]], batch_size: int, seed: int,
+               encoder: nn.Module, runtime: Runtime) -> PairsTask:
+    """The pairs task on the encoded pairs."""
+    train, valid = (PairSet.encode(s, vocab, max_len, tokens, options.hard_negatives)
+                    for s in (split.train, split.valid))
+    return PairsTask(train, valid, batch_size, seed, encoder, options.pairs_scale,
+                     options.pairs_val_batches, runtime)
+
+
+def pairs_loop(config: PairsTrainConfig, progress: bool = True,
+               console: Console | None = None) -> Loop:
+    """Everything of a run but the running: pairs read, filtered and encoded, model built."""
+
+    def split(pairs: list[Pair], display: Display) -> Split[Pair]:
+        return pairs_split(pairs, config.valid, config.valid_fraction, config.seed, config,
+                           display)
+
+    def task(split: Split[Pair], vocab: Vocab, tokens: Callable[[str], list[str]],
+             encoder: nn.Module, runtime: Runtime) -> PairsTask:
+        return pairs_task(config, split, vocab, config.max_len, tokens, config.batch_size,
+                          config.seed, encoder, runtime)
+
+    return infersent_loop(config, "pairs", read_pairs, split, pair_sentences, task,
+                          Display(progress, console))
+
+
+def train_pairs(config: PairsTrainConfig, resume: bool = False, progress: bool = True,
+                console: Console | None = None) -> RunResult:
+    """Train InferSent on paraphrase pairs into `config.out` (a model folder)."""
+    return pairs_loop(config, progress, console).run(resume)

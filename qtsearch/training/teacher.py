@@ -1,0 +1,94 @@
+"""The teacher task's options and setup (`train-multitask --teacher`): the sentences selected,
+their teacher vectors taken from the cache (encoded first where missing), the task made on the
+shared encoder with a fresh projection head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from qtsearch.encode.baselines import cache_dir, minilm_fingerprint
+from qtsearch.errors import UsageError
+from qtsearch.text.vocab import Vocab
+from qtsearch.training.loop import Runtime
+from qtsearch.training.progress import Display
+from qtsearch.training.tasks.teacher import TeacherTask
+from qtsearch.training.teacher_cache import Encode, TeacherCache, cached_selection
+
+
+@dataclass
+class TeacherOptions:
+    """The teacher task's options (train-multitask)."""
+
+    teacher: list[str] = field(default_factory=list)  # text files or folders; none: no task
+    teacher_sentences: int = 10_000  # selected from the files (cached once per selection)
+    teacher_batch_size: int = 128
+    teacher_val_batches: int = 8  # held-out batches (validation)
+    teacher_cache: str | None = None  # None: $QTSEARCH_CACHE/teacher
+
+    def check_teacher(self) -> None:
+        for name in ("teacher_sentences", "teacher_batch_size", "teacher_val_batches"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+
+
+@dataclass
+class TeacherData:
+    """The selected sentences, their cached vectors and the held-out rows."""
+
+    sentences: list[str]
+    vectors: np.ndarray  # fp16 [n, teacher dim], L2-normalised
+    valid_rows: np.ndarray
+    facts: dict[str, Any]
+
+
+def minilm_teacher(device: str) -> Encode:
+    """all-MiniLM-L6-v2's normalised vectors (loaded only when the cache lacks some)."""
+    from qtsearch.encode.baselines import MiniLM
+
+    model = MiniLM(device)
+    return lambda rows: model.encode(rows, normalize=True)
+
+
+def teacher_data(options: TeacherOptions, seed: int, display: Display,
+                 teacher: Callable[[], Encode], fingerprint: str | None = None) -> TeacherData:
+    """Select the sentences, fill the cache, hold out a fixed share for validation."""
+    root = Path(options.teacher_cache) if options.teacher_cache else cache_dir("teacher")
+    sentences = cached_selection(options.teacher, options.teacher_sentences, root)
+    cache = TeacherCache(root, fingerprint or minilm_fingerprint(), sentences)
+    todo = len(cache.missing())
+    done = len(sentences) - sum(len(cache.rows(k)) for k in cache.missing())
+    with display.bar("teacher vectors", len(sentences), done) as update:
+
+        def advance(n: int) -> None:
+            nonlocal done
+            done += n
+            update(done, f"{done:,} sentences")
+
+        encoded = cache.fill(teacher, advance)
+    vectors = cache.load()
+    # whole batches, at most a fifth of the sentences, at least one batch
+    b = max(1, min(options.teacher_batch_size, len(sentences) // 2))
+    n_valid = b * max(1, min(options.teacher_val_batches, len(sentences) // 5 // b))
+    valid_rows = np.random.default_rng([seed, 3]).permutation(len(sentences))[:n_valid]
+    display.note(f"teacher: {len(sentences):,} sentences ({len(valid_rows):,} held out), "
+                 f"{encoded:,} encoded now ({todo:,} shards were missing) in {cache.folder}")
+    return TeacherData(sentences, vectors, valid_rows, {
+        "teacher_sentences": len(sentences), "teacher_signature": cache.signature,
+        "teacher_fingerprint": cache.fingerprint, "teacher_valid": len(valid_rows)})
+
+
+def teacher_task(options: TeacherOptions, data: TeacherData, vocab: Vocab, max_len: int,
+                 tokens: Callable[[str], list[str]], seed: int, encoder: nn.Module,
+                 runtime: Runtime) -> TeacherTask:
+    """The teacher task with a fresh linear head from the encoder's width to the teacher's."""
+    head = nn.Linear(encoder.dim, data.vectors.shape[1]).to(runtime.device)
+    ids = [vocab.encode(tokens(s), max_len) for s in data.sentences]
+    return TeacherTask(ids, data.vectors, data.valid_rows, options.teacher_batch_size, seed,
+                       encoder, head, runtime)

@@ -1,0 +1,282 @@
+"""Search modes, fusion, filters and unknown words on a real index built from real Austen text
+(tests/query_fixtures.py), checked against exhaustive reference answers."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qtsearch.errors import IndexError_, InputError, UsageError
+from qtsearch.index import backend as backend_module
+from qtsearch.query.fusion import convex, rrf
+from qtsearch.query.lexical import LexicalSearch, query_words
+from qtsearch.query.search import MODES, Index
+
+#: Text that is FTS5 query syntax, quoting or punctuation: never an error, never a crash.
+HOSTILE = ['"', '""', "'", "AND", "OR NOT", "NEAR(a b)", "text:Emma", "Emma*", "^Emma", "-",
+           "(((", "a) OR (b", "*", ":", "Emma's \"friend\"", "\\", "%_", "😀 Emma", "NULL",
+           "Emma\x00Harriet", "ünïcödé Émma"]
+
+
+@pytest.fixture(scope="module")
+def index(api) -> Index:
+    return api
+
+
+@pytest.fixture(scope="module")
+def rows(index) -> list[dict]:
+    got = index.store.get(range(index.count))
+    return [got[i] for i in range(index.count)]
+
+
+def _ids(hits) -> list[int]:
+    return [h.id for h in hits]
+
+
+def test_the_test_index_has_its_full_text_table_and_defaults_to_hybrid(index):
+    assert index.lexical is not None and index.default_mode == "hybrid"
+    assert "hybrid search" in index.describe()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_finds_a_stored_sentence_first(index, rows, mode):
+    text = rows[1234]["text"]
+    hits = index.search(text, k=5, mode=mode)[0]
+    assert hits[0].text == text
+    assert set(hits[0].legs) == ({"semantic", "lexical"} if mode == "hybrid" else {mode})
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_lexical_finds_a_rare_word_wherever_it_is(index, rows):
+    """Every sentence holding a word that occurs a few times is found, and nothing else."""
+    word = "Hartfield"
+    holding = {r["id"] for r in rows if word.lower() in query_words(r["text"])}
+    assert 2 <= len(holding) <= 40
+    hits = index.search(word.lower(), k=len(holding) + 10, mode="lexical")[0]
+    assert set(_ids(hits)) == holding
+
+
+def test_hybrid_finds_a_paraphrase_by_its_words(index, rows):
+    """Words of a stored sentence, reordered and lower-cased: lexical and hybrid rank it first."""
+    target = next(r for r in rows if len(query_words(r["text"])) >= 8 and r["id"] > 300)
+    words = query_words(target["text"])
+    shuffled = " ".join(reversed(words))
+    assert index.search(shuffled, k=3, mode="lexical")[0][0].id == target["id"]
+    assert index.search(shuffled, k=3, mode="hybrid")[0][0].id == target["id"]
+
+
+def test_hybrid_legs_are_the_legs_own_scores(index):
+    query = "Mr. Knightley walked in the garden with Emma."
+    semantic = {h.id: h.score for h in index.search(query, k=50, mode="semantic")[0]}
+    lexical = {h.id: h.score for h in index.search(query, k=50, mode="lexical")[0]}
+    for h in index.search(query, k=10, mode="hybrid")[0]:
+        assert h.id in semantic or h.id in lexical
+        if h.id in semantic:
+            assert h.legs["semantic"] == pytest.approx(semantic[h.id], abs=1e-5)
+        if h.id in lexical:
+            assert h.legs["lexical"] == pytest.approx(lexical[h.id], rel=1e-9)
+        assert h.to_dict()["legs"] == h.legs
+
+
+def test_rrf_fusion_is_available(index, rows):
+    index.fusion = "rrf"
+    try:
+        hits = index.search(rows[77]["text"], k=3, mode="hybrid")[0]
+        assert hits[0].id == 77 and hits[0].score == pytest.approx(2 / 61)
+    finally:
+        index.fusion = "convex"
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_any_text_is_a_safe_lexical_query(index, text):
+    hits = index.search(text, k=5, mode="lexical")[0]
+    assert len(hits) <= 5
+
+
+def test_frequent_words_drop_out_of_the_lexical_leg(index):
+    """Words matching more rows than the budget are left out when rarer ones remain: a query
+    with stop-words ranks as the rare word alone; stop-words alone still find something."""
+    search = LexicalSearch(index.lexical.store, budget=100)
+    assert search.rows_of("the") == 101 and search.rows_of("hartfield") <= 100
+    assert search.search("the of and to Hartfield", 10) == search.search("Hartfield", 10)
+    only_frequent = search.search("the of and", 10)
+    assert len(only_frequent) == 10
+    assert search.search("zzyzx qwxzv", 10) == []
+
+
+def test_word_counts_are_learned_in_one_pass(index, monkeypatch):
+    """The warm-up's pass counts every term of the index: a word that is its own Porter stem
+    needs no lookup, and the counts agree with the bounded lookups (capped at the budget); a
+    word the stemmer changes ("knightley" is indexed as "knightlei") is looked up, correctly."""
+    words = ("the", "and", "emma", "hartfield", "weston")
+    fresh = LexicalSearch(index.lexical.store, budget=100)
+    expected = {w: fresh.rows_of(w) for w in (*words, "knightley")}
+    learned = LexicalSearch(index.lexical.store, budget=100)
+    learned.learn_counts()
+    assert learned.rows_of("knightley") == expected["knightley"] > 0
+    monkeypatch.setattr(learned.store, "term_rows", lambda *a: pytest.fail("looked up"))
+    assert {w: learned.rows_of(w) for w in words} == {w: expected[w] for w in words}
+    assert expected["the"] == 101 and 0 < expected["hartfield"] <= 100
+
+
+def test_fusions_on_known_scores():
+    assert list(rrf({"a": {1: 0.9, 2: 0.5}, "b": {2: 9.0, 3: 1.0}})) == [2, 1, 3]
+    fused, sem, lex = convex({1: 0.9, 2: 0.5}, {2: 9.0, 3: 1.0}, lexical_complete=True,
+                             cosine_of=lambda ids: np.array([0.1] * len(ids)))
+    assert list(fused) == [2, 1, 3]
+    assert sem == {1: 0.9, 2: 0.5, 3: 0.1} and lex == {1: 0.0, 2: 9.0, 3: 1.0}
+    # an incomplete lexical leg fills in its lowest score; an unknown cosine the lowest one
+    _, sem, lex = convex({1: 0.9}, {2: 9.0, 3: 1.0}, lexical_complete=False,
+                         cosine_of=lambda ids: None)
+    assert lex[1] == 1.0 and sem == {1: 0.9, 2: 0.9, 3: 0.9}
+    assert convex({}, {}, True, lambda ids: None) == ({}, {}, {})
+
+
+# -- filters -----------------------------------------------------------------------------------
+
+def _brute_force(index, rows, query: str, keep) -> list[int]:
+    ids = np.array([r["id"] for r in rows if keep(r)])
+    scores = index.backend.reconstruct(ids) @ index.embed([query])[0]
+    return ids[np.argsort(-scores, kind="stable")].tolist()
+
+
+@pytest.mark.parametrize("over_fetch", [False, True])
+def test_semantic_filters_equal_brute_force(index, rows, monkeypatch, over_fetch):
+    if over_fetch:  # the subset too big to score on its own: through the index, widened
+        monkeypatch.setattr(backend_module, "SUBSET_BYTES", 0)
+    query = "She was very happy to see him again."
+    for where, keep in [({"doc": 1}, lambda r: r["doc"] == 1),
+                        ({"doc": 0, "line": 40}, lambda r: r["doc"] == 0 and r["line"] == 40),
+                        ({"position": "7"}, lambda r: r["position"] == 7)]:
+        truth = _brute_force(index, rows, query, keep)
+        hits = index.search(query, k=8, mode="semantic", where=where)[0]
+        assert _ids(hits) == truth[:8], where
+        assert all(keep(h.to_dict()) for h in hits)
+
+
+def test_lexical_and_hybrid_filters_keep_only_matching_rows(index, rows):
+    query = "Emma and Harriet walked to Hartfield."
+    everything = index.search(query, k=index.count, mode="lexical")[0]
+    filtered = index.search(query, k=10, mode="lexical", where={"doc": 0})[0]
+    assert _ids(filtered) == [h.id for h in everything if h.doc == 0][:10]
+    hybrid = index.search(query, k=10, mode="hybrid", where={"doc": 1})[0]
+    assert hybrid and all(h.doc == 1 for h in hybrid)
+
+
+def test_source_filters_by_file_name_or_path(index, rows):
+    source = rows[0]["source"]
+    name = Path(source).name
+    for value in (source, name):
+        hits = index.search("Emma", k=5, mode="semantic", where={"source": value})[0]
+        assert len(hits) == 5
+    assert index.search("Emma", k=5, where={"source": "other.txt"})[0] == []
+    assert index.search("Emma", k=5, where={"source": name[1:]})[0] == []  # whole names only
+
+
+def test_bad_filters_are_one_clear_error(index):
+    with pytest.raises(UsageError, match=r"cannot filter on 'colour'.*source"):
+        index.search("Emma", where={"colour": "red"})
+    with pytest.raises(UsageError, match="whole number"):
+        index.search("Emma", where={"doc": "first"})
+    with pytest.raises(UsageError, match="unknown search mode"):
+        index.search("Emma", mode="fuzzy")
+
+
+# -- unknown words -----------------------------------------------------------------------------
+
+def test_case_folding_finds_words_typed_in_another_case(index):
+    vocab = index.encoder.vocab
+    word = next(w for w in vocab.words[2:200] if w.istitle() and w.lower() not in vocab.index)
+    assert vocab.encode([word.lower()], 5) == [1]  # exact lookup: unknown
+    assert index.encoder.token_ids(word.lower()) == index.encoder.token_ids(word)
+    assert index.encoder.known_words(word.upper()) == 1
+
+
+def test_a_mostly_foreign_query_says_so_and_searches_its_words(index, caplog):
+    query = "Quelle journée magnifique pour Emma à Hartfield"
+    with caplog.at_level(logging.WARNING, logger="qtsearch"):
+        hybrid = index.search(query, k=5)[0]
+    assert hybrid.note and "unknown to the model" in hybrid.note and "lexical" in hybrid.note
+    assert hybrid.note in caplog.text
+    assert hybrid and all(set(h.legs) == {"lexical"} for h in hybrid)
+    semantic = index.search(query, k=5, mode="semantic")[0]
+    assert "unreliable" in semantic.note
+    assert index.search("Emma walked to Hartfield.", k=5)[0].note is None
+    with pytest.raises(InputError, match="vocabulary"):
+        index.search("Qwxzv Blorptangle", k=5, mode="semantic")
+    assert index.search("Qwxzv Blorptangle", k=5)[0] == []  # hybrid: no word matches
+    assert index.search("§§§ ¤", k=5, mode="hybrid")[0] == []  # no word at all: no vector
+
+
+# -- indexes built before the full-text table ----------------------------------------------------
+
+def test_an_index_without_full_text_table_opens_for_semantic_search(flat, tmp_path, caplog):
+    old = shutil.copytree(flat, tmp_path / "old")
+    conn = sqlite3.connect(old / "meta.sqlite")
+    conn.execute("DROP TABLE sentences_fts")
+    conn.commit()
+    conn.close()
+    with caplog.at_level(logging.WARNING, logger="qtsearch"):
+        idx = Index.open(old)
+    with idx:
+        assert caplog.text.count("rebuild it with `qtsearch build-index`") == 1
+        assert idx.default_mode == "semantic"
+        assert set(idx.search("Emma was happy.", k=3)[0][0].legs) == {"semantic"}
+        for mode in ("lexical", "hybrid"):
+            with pytest.raises(IndexError_, match="no full-text table"):
+                idx.search("Emma", mode=mode)
+
+
+# -- fitted vectors ------------------------------------------------------------------------------
+
+def test_queries_go_through_the_index_transform(index, rows):
+    """The index holds transformed vectors: a query is encoded, then transformed the same way,
+    so a stored sentence's query vector equals its stored vector."""
+    from qtsearch.index.transform import VectorTransform
+
+    transform = VectorTransform.load(index.path)
+    assert transform is not None and index.transform is not None  # build-index's default
+    text = rows[321]["text"]
+    raw = index.encoder.encode([text], normalize=True)
+    np.testing.assert_allclose(index.embed([text]), transform.apply(raw), atol=1e-6)
+    np.testing.assert_allclose(index.embed([text])[0], index.backend.reconstruct(
+        np.array([321]))[0], atol=2e-3)
+
+
+def test_a_transform_of_other_dimensions_is_refused(flat, tmp_path):
+    from qtsearch.index.transform import VectorTransform
+
+    broken = shutil.copytree(flat, tmp_path / "index")
+    wrong = np.random.default_rng(0).normal(size=(10, 7)).astype(np.float32)
+    VectorTransform.fit(wrong, "centre").save(broken)
+    with pytest.raises(IndexError_, match=r"dimension mismatch.*transform 7->7"):
+        Index.open(broken)
+
+
+def test_an_index_of_the_old_format_still_opens(shared_data, tiny_model, tmp_path):
+    """Built before fitted vectors and the full-text table: no transform files, no FTS table.
+    It opens (one warning), searches semantically, and its answers are the exact ones."""
+    from query_fixtures import corpus_file
+
+    from qtsearch.build.pipeline import IndexConfig, build_index
+
+    out = tmp_path / "old"
+    build_index(IndexConfig(corpus=[str(corpus_file(shared_data, tmp_path))],
+                            model=str(tiny_model), out=str(out), index="flat", fit="none",
+                            device="cpu", precision="fp32"), progress=False)
+    conn = sqlite3.connect(out / "meta.sqlite")
+    conn.execute("DROP TABLE sentences_fts")
+    conn.commit()
+    conn.close()
+    assert not list(out.glob("transform.*"))
+    with Index.open(out) as idx:
+        assert idx.transform is None and idx.default_mode == "semantic"
+        query = "She was very happy to see him again."
+        stored = idx.backend.reconstruct(np.arange(idx.count))
+        want = np.argsort(-(stored @ idx.encoder.encode([query], normalize=True)[0]))[:5]
+        assert _ids(idx.search(query, k=5)[0]) == want.tolist()
