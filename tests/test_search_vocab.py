@@ -13,6 +13,7 @@ import pytest
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.infersent import corpus_words
 from qtsearch.training.multitask import MultitaskConfig, multitask_loop
+from qtsearch.training.nli import NLITrainConfig, nli_loop
 
 REPO = Path(__file__).resolve().parents[1]
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"
@@ -68,3 +69,9 @@ def test_vocab_from_books_wikipedia_and_captions_knows_search_words(shared_data:
         vocab.index["Internet"] if "Internet" in vocab.index else vocab.index["internet"],
         vocab.index["email"]]
     assert vocab.words[:len(without.words[:3000])] == without.words[:3000]  # QT ids kept
+
+    # train-nli (and train-pairs: the same InferSent setup) take the option too
+    nli = NLITrainConfig(train=[str(shared_data / SNLI)], out=str(tmp_path / "nli"),
+                         glove_words=0, vocab_from=sources(shared_data), vocab_from_words=60_000)
+    nli_vocab = nli_loop(nli, progress=False).vocab
+    assert len(nli_vocab) >= 50_000 and all(nli_vocab.knows(w) for w in SEARCH_WORDS)

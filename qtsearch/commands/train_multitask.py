@@ -32,6 +32,8 @@ from qtsearch.commands.train_options import (
     VAL_EVERY,
     VALID,
     VALID_FRACTION,
+    VOCAB_FROM,
+    VOCAB_FROM_WORDS,
     WORD_DIM,
     config_options,
 )
@@ -96,13 +98,8 @@ def train_multitask_command(
     vocab_size: int = typer.Option(
         20_000, help="Most frequent corpus words in the vocabulary (NLI and GloVe words added)."
     ),
-    vocab_from: list[Path] = typer.Option(
-        [], help="More text files or folders (running text or WikiExtractor) whose most "
-        "frequent words join the vocabulary (repeatable): books, Wikipedia, captions."
-    ),
-    vocab_from_words: int = typer.Option(
-        50_000, help="Most frequent --vocab-from words added to the vocabulary."
-    ),
+    vocab_from: list[Path] = VOCAB_FROM,
+    vocab_from_words: int = VOCAB_FROM_WORDS,
     fc_dim: int = FC_DIM,
     dropout: float = DROPOUT,
     max_len: int = MAX_LEN,

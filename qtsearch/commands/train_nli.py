@@ -26,6 +26,8 @@ from qtsearch.commands.train_options import (
     VAL_EVERY,
     VALID,
     VALID_FRACTION,
+    VOCAB_FROM,
+    VOCAB_FROM_WORDS,
     WORD_DIM,
     config_options,
 )
@@ -56,6 +58,8 @@ def train_nli_command(
     hidden: int = HIDDEN,
     word_dim: int = WORD_DIM,
     glove_words: int = GLOVE_WORDS,
+    vocab_from: list[Path] = VOCAB_FROM,
+    vocab_from_words: int = VOCAB_FROM_WORDS,
     fc_dim: int = FC_DIM,
     dropout: float = DROPOUT,
     max_len: int = MAX_LEN,
@@ -71,7 +75,7 @@ def train_nli_command(
     resume: bool = RESUME,
     quiet: bool = QUIET,
 ) -> None:
-    options = config_options(locals(), ("files", "valid"))
+    options = config_options(locals(), ("files", "valid", "vocab_from"))
     config = NLITrainConfig(train=options.pop("files"), **options)
     out.print(train_nli(config, resume=resume, progress=not quiet, console=err).summary())
 

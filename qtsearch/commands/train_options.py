@@ -26,6 +26,11 @@ WORD_DIM = typer.Option(
 GLOVE_WORDS = typer.Option(
     50_000, help="Most frequent GloVe words added to the vocabulary (lowercase + Capitalised)."
 )
+VOCAB_FROM = typer.Option(
+    [], help="More text files or folders (running text or WikiExtractor) whose most frequent "
+    "words join the vocabulary (repeatable): books, Wikipedia, captions."
+)
+VOCAB_FROM_WORDS = typer.Option(50_000, help="Most frequent --vocab-from words added.")
 FC_DIM = typer.Option(512, help="Hidden units of the classifier MLP.")
 DROPOUT = typer.Option(0.1, help="Dropout in the classifier MLP.")
 MAX_LEN = typer.Option(50, help="Tokens kept per sentence.")

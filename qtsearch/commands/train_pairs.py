@@ -22,6 +22,8 @@ from qtsearch.commands.train_options import (
     PRECISION,
     QUIET,
     RESUME,
+    VOCAB_FROM,
+    VOCAB_FROM_WORDS,
     config_options,
 )
 from qtsearch.training.pairs import PairsTrainConfig, train_pairs
@@ -56,6 +58,8 @@ def train_pairs_command(
     hidden: int = HIDDEN,
     word_dim: int = typer.Option(0, help="Trainable word embeddings concatenated to GloVe."),
     glove_words: int = GLOVE_WORDS,
+    vocab_from: list[Path] = VOCAB_FROM,
+    vocab_from_words: int = VOCAB_FROM_WORDS,
     max_len: int = MAX_LEN,
     batch_size: int = typer.Option(128, help="Pairs per step (each anchor's candidates)."),
     pairs_scale: float = PAIRS_SCALE,
@@ -74,7 +78,7 @@ def train_pairs_command(
     resume: bool = RESUME,
     quiet: bool = QUIET,
 ) -> None:
-    options = config_options(locals(), ("files", "valid"))
+    options = config_options(locals(), ("files", "valid", "vocab_from"))
     config = PairsTrainConfig(train=options.pop("files"), **options)
     out.print(train_pairs(config, resume=resume, progress=not quiet, console=err).summary())
 

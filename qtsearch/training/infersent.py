@@ -50,6 +50,8 @@ class InferSentConfig(RunConfig):
     hidden: int = 256  # per direction; the paper's 2048 is GPU-sized
     word_dim: int = 0  # trainable embeddings concatenated to GloVe; 0 = GloVe only (the paper)
     glove_words: int = 50_000
+    vocab_from: list[str] = field(default_factory=list)  # more corpora for the vocabulary
+    vocab_from_words: int = 50_000  # their most frequent words added
     max_len: int = 50
     batch_size: int = 64
     lr: float = 1e-3
@@ -59,11 +61,13 @@ class InferSentConfig(RunConfig):
 
     #: what the training files hold, for messages
     DATA: ClassVar[str] = "NLI"
+    #: --vocab-from is checked through the vocabulary's size and last word (data facts)
+    RESUMABLE: ClassVar[frozenset[str]] = RunConfig.RESUMABLE | {"vocab_from"}
 
     def check(self) -> None:
         if not self.train:
             raise UsageError(f"give at least one {self.DATA} training file")
-        self.check_run(("hidden", "max_len", "batch_size"))
+        self.check_run(("hidden", "max_len", "batch_size", "vocab_from_words"))
         if self.word_dim < 0 or self.glove_words < 0:
             raise UsageError("--word-dim and --glove-words must be 0 or more")
         if not 0 < self.valid_fraction < 1:
@@ -124,15 +128,19 @@ def build_vocab(
     return Vocab(words), n_seen
 
 
-def pairs_vocab(sentences: Iterable[str], glove_words: int, display: Display,
-                base: Vocab | None = None, extra: Sequence[str] = (),
-                ) -> tuple[Vocab, int, Callable[[str], list[str]]]:
-    """`build_vocab` over the training sentences; also the tokeniser (cached: a sentence
-    recurs across pairs) that encodes them."""
+def pairs_vocab(sentences: Iterable[str], config: InferSentConfig, display: Display,
+                base: Vocab | None = None,
+                ) -> tuple[Vocab, int, Callable[[str], list[str]], dict[str, Any]]:
+    """`build_vocab` over the training sentences, the --vocab-from words and GloVe's; also the
+    tokeniser (cached: a sentence recurs across pairs) that encodes them, and the facts that
+    identify --vocab-from's words on --resume (none without it: older checkpoints resume)."""
     tokens = functools.cache(tokenize)
-    vocab, n_seen = build_vocab(map(tokens, sentences), glove_words, base, extra)
+    extra = corpus_words(config.vocab_from, config.vocab_from_words,
+                         Path(config.out) / "cache") if config.vocab_from else []
+    vocab, n_seen = build_vocab(map(tokens, sentences), config.glove_words, base, extra)
     display.note(f"vocabulary {len(vocab):,} words ({n_seen:,} seen in training)")
-    return vocab, n_seen, tokens
+    facts = {"vocab_words": len(vocab), "vocab_last": vocab.words[-1]} if extra else {}
+    return vocab, n_seen, tokens, facts
 
 
 def glove_encoder(cfg: EncoderConfig, vocab: Vocab, n_seen: int,
@@ -164,9 +172,9 @@ def infersent_loop(
     items = read(config.train)
     writable_folder(Path(config.out))
     data = split(items, display)
-    vocab, n_seen, tokens = pairs_vocab(sentences(data.train), config.glove_words, display)
+    vocab, n_seen, tokens, facts = pairs_vocab(sentences(data.train), config, display)
     torch.manual_seed(config.seed)
     encoder = glove_encoder(config.encoder_config(len(vocab), objective), vocab,
                             n_seen).to(runtime.device)
     return Loop(config, runtime, display, encoder, vocab,
-                [task(data, vocab, tokens, encoder, runtime)], data.facts)
+                [task(data, vocab, tokens, encoder, runtime)], data.facts | facts)

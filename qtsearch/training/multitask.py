@@ -30,7 +30,7 @@ from qtsearch.errors import UsageError
 from qtsearch.models.objective import BatchStats, qt_loss
 from qtsearch.text.nli import read_nli
 from qtsearch.text.pairs import read_pairs
-from qtsearch.training.infersent import corpus_words, glove_encoder, pairs_vocab
+from qtsearch.training.infersent import glove_encoder, pairs_vocab
 from qtsearch.training.loop import TASK_SCHEDULES, Loop, RunResult, Runtime, Task
 from qtsearch.training.nli import NLITrainConfig, nli_sentences, nli_split, nli_task
 from qtsearch.training.pairs import PairsOptions, pair_sentences, pairs_split, pairs_task
@@ -55,14 +55,12 @@ class MultitaskConfig(NLITrainConfig, PairsOptions, TeacherOptions):
     pairs: list[str] = field(default_factory=list)  # none: no pairs task
     pairs_valid: list[str] = field(default_factory=list)
     pairs_batch_size: int = 128
-    vocab_from: list[str] = field(default_factory=list)  # more corpora for the vocabulary
-    vocab_from_words: int = 50_000  # their most frequent words added
 
     #: Checked through the data facts instead: the corpus files by their signature (as in
     #: `qtsearch train`), the teacher files and cache by the selection's signature and the
-    #: teacher's hash, --vocab-from by the vocabulary's size and last word.
+    #: teacher's hash.
     RESUMABLE: ClassVar[frozenset[str]] = NLITrainConfig.RESUMABLE | {
-        "corpus", "teacher", "teacher_cache", "vocab_from"}
+        "corpus", "teacher", "teacher_cache"}
 
     def check(self) -> None:
         super().check()
@@ -73,8 +71,7 @@ class MultitaskConfig(NLITrainConfig, PairsOptions, TeacherOptions):
         check_context(self.context)
         self.check_pairs()
         self.check_teacher()
-        self.check_run(("qt_batch_size", "qt_val_blocks", "pairs_batch_size",
-                        "vocab_from_words"))
+        self.check_run(("qt_batch_size", "qt_val_blocks", "pairs_batch_size"))
 
 
 def multitask_loop(config: MultitaskConfig, progress: bool = True,
@@ -102,12 +99,10 @@ def multitask_loop(config: MultitaskConfig, progress: bool = True,
     if teacher:
         sentences += teacher.sentences
         facts |= teacher.facts
-    extra = corpus_words(config.vocab_from, config.vocab_from_words,
-                         Path(config.out) / "cache") if config.vocab_from else []
     # the corpus vocabulary first: QT token ids stay valid
-    vocab, n_seen, tokens = pairs_vocab(sentences, config.glove_words, display,
-                                        base=blocks.data.vocab, extra=extra)
-    facts |= {"vocab_words": len(vocab), "vocab_last": vocab.words[-1]}
+    vocab, n_seen, tokens, vocab_facts = pairs_vocab(sentences, config, display,
+                                                     base=blocks.data.vocab)
+    facts |= vocab_facts
     torch.manual_seed(config.seed)
     encoder = glove_encoder(config.encoder_config(len(vocab), "multitask"), vocab,
                             n_seen).to(runtime.device)

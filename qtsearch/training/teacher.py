@@ -14,9 +14,9 @@ import numpy as np
 from torch import nn
 
 from qtsearch.encode.baselines import cache_dir, minilm_fingerprint
-from qtsearch.errors import UsageError
+from qtsearch.errors import Interrupted, UsageError
 from qtsearch.text.vocab import Vocab
-from qtsearch.training.loop import Runtime
+from qtsearch.training.loop import Runtime, stop_signals
 from qtsearch.training.progress import Display
 from qtsearch.training.tasks.teacher import TeacherTask
 from qtsearch.training.teacher_cache import Encode, TeacherCache, cached_selection
@@ -71,7 +71,14 @@ def teacher_data(options: TeacherOptions, seed: int, display: Display,
             done += n
             update(done, f"{done:,} sentences")
 
-        encoded = cache.fill(teacher, advance)
+        try:
+            with stop_signals():  # SIGTERM as Ctrl-C: the finished shards are kept either way
+                encoded = cache.fill(teacher, advance)
+        except KeyboardInterrupt:
+            kept = cache.n_shards - len(cache.missing())
+            raise Interrupted(f"interrupted while computing teacher vectors; {kept} of "
+                              f"{cache.n_shards} shards kept in {cache.folder}; the next run "
+                              "encodes only the rest") from None
     vectors = cache.load()
     # whole batches, at most a fifth of the sentences, at least one batch
     b = max(1, min(options.teacher_batch_size, len(sentences) // 2))
