@@ -10,8 +10,6 @@ trains and scores probes on the vectors. A task is one class in one module of
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pkgutil
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -24,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from qtsearch.errors import UsageError
+from qtsearch.evaluation.registry import Registry
 from qtsearch.paths import data_root
 
 if TYPE_CHECKING:
@@ -76,22 +75,10 @@ class Task(ABC):
         return 1
 
 
-TASKS: dict[str, type[Task]] = {}
-
-
-def register(cls: type[Task]) -> type[Task]:
-    """Class decorator: make a task available by its name (case-insensitive)."""
-    TASKS[cls.name.lower()] = cls
-    return cls
-
-
-def discover() -> dict[str, type[Task]]:
-    """Import every module of qtsearch.evaluation.tasks so their tasks register themselves."""
-    import qtsearch.evaluation.tasks as pkg
-
-    for info in pkgutil.iter_modules(pkg.__path__):
-        importlib.import_module(f"{pkg.__name__}.{info.name}")
-    return TASKS
+_REGISTRY: Registry[Task] = Registry("qtsearch.evaluation.tasks")
+TASKS = _REGISTRY.tasks
+register = _REGISTRY.register
+discover = _REGISTRY.discover
 
 
 def _group_rank(cls: type[Task]) -> int:

@@ -8,8 +8,6 @@ finds the query itself first; that row is dropped from its hits before scoring.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from typing import ClassVar
 import numpy as np
 
 from qtsearch.errors import InputError, UsageError
+from qtsearch.evaluation.registry import Registry
 
 #: Hits scored per query.
 K = 10
@@ -87,22 +86,10 @@ class RelevanceTask(ABC):
             raise InputError(f"{self.name}: no relevant pair in the data")
 
 
-TASKS: dict[str, type[RelevanceTask]] = {}
-
-
-def register(cls: type[RelevanceTask]) -> type[RelevanceTask]:
-    """Class decorator: make a task available by its name (case-insensitive)."""
-    TASKS[cls.name.lower()] = cls
-    return cls
-
-
-def discover() -> dict[str, type[RelevanceTask]]:
-    """Import every module of the tasks package so their tasks register themselves."""
-    import qtsearch.evaluation.relevance.tasks as pkg
-
-    for info in pkgutil.iter_modules(pkg.__path__):
-        importlib.import_module(f"{pkg.__name__}.{info.name}")
-    return TASKS
+_REGISTRY: Registry[RelevanceTask] = Registry("qtsearch.evaluation.relevance.tasks")
+TASKS = _REGISTRY.tasks
+register = _REGISTRY.register
+discover = _REGISTRY.discover
 
 
 def task_names() -> list[str]:
