@@ -16,6 +16,8 @@
 # frequent words of books, Wikipedia and the Multi30k captions (--vocab-from) + every training
 # sentence's words + the 50k most frequent GloVe words (lowercase and Capitalised).
 # Stop with Ctrl-C or kill; continue with: bash train/search-default.sh OUT --resume
+# HIDDEN (default 512) is not yet chosen by measurement: the issue bounds it by speed (the
+# shipped model must embed >= 3,000 sentences/s on the 2-core CPU); measure before shipping.
 # Ablations (same budget without a task): drop its options, e.g. TEACHER_SENTENCES=0.
 # Usage: [TEACHER_SENTENCES=1000000] [TEACHER_CACHE=runs/teacher-cache] [HIDDEN=512] \
 #   bash train/search-default.sh [OUT] [extra qtsearch train-multitask options]
