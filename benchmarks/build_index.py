@@ -1,11 +1,14 @@
-"""Benchmark `qtsearch build-index` on N sentences of the shared Gutenberg books.
+"""Benchmark `qtsearch build-index` on N sentences of the shared Gutenberg books, or on Wikipedia.
 
 For each N (default 10k, 100k, 1M) the first N sentences of the books (running text, split into
 sentences, in file order) are written one per line, and `qtsearch build-index` runs on them in
-a child process, so its peak RSS is measured alone (os.wait4). Printed per N: time per stage,
-sentences/s, peak RSS, size on disk, peak RSS minus index size (the target: at most 2 GB at
-every N, i.e. memory flat in corpus size), and the embedding stage's arithmetic throughput
-against a dense matmul of the same precision on the same device (the target: ≥ 60%): the
+a child process, so its peak RSS is measured alone (os.wait4). With `--wikipedia K …` the
+corpus is instead the first K of the 200 WikiExtractor shards of ../shared/data/wikipedia as
+they are (all 200: the folder itself, ~1.44M sentences, i.e. `qtsearch build-index
+../shared/data/wikipedia`); the sentence count is then what the build read. Printed per N:
+time per stage, sentences/s, peak RSS, size on disk, peak RSS minus index size (the target: at
+most 2 GB at every N, i.e. memory flat in corpus size), and the embedding stage's arithmetic
+throughput against a dense matmul of the same precision on the same device (the target: ≥ 60%): the
 model's GRU arithmetic per second, and the share of it actually executed (the CPU batch path
 looks input projections up per word instead of multiplying them out).
 
@@ -24,11 +27,16 @@ the slow one):
         --keep /tmp/qt-bench/flat_1000000 --json /tmp/qt-bench/build.json
     python benchmarks/query_latency.py --from-index /tmp/qt-bench/flat_1000000 \
         --work /tmp/qt-bench --out /tmp/qt-bench/query.json
+
+Wikipedia end to end (the default index choice, IVF-PQ at this size):
+
+    python benchmarks/build_index.py --wikipedia 200 --json /tmp/qt-bench/wiki.json
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -41,6 +49,19 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 GUTENBERG = REPO.parent / "shared" / "data" / "gutenberg"
+WIKIPEDIA = REPO.parent / "shared" / "data" / "wikipedia"
+
+
+def wikipedia_shards(k: int | None = None) -> list[Path]:
+    """The first k (default: all) WikiExtractor shards of the shared Wikipedia folder, in the
+    order build-index reads a folder."""
+    from qtsearch.text.reader import list_files
+
+    shards = list_files([WIKIPEDIA]) if WIKIPEDIA.is_dir() else []
+    k = len(shards) if k is None else k
+    if not 0 < k <= len(shards):
+        sys.exit(f"benchmark: {k} Wikipedia shards asked, {WIKIPEDIA} holds {len(shards)}")
+    return shards[:k]
 
 
 def write_corpus(n: int, path: Path) -> int:
@@ -118,9 +139,11 @@ def model_figures(model_path: str | None, device: str, precision: str,
             "matmul_gflops": matmul_gflops(enc.device.type, precision)}
 
 
-def run_build(corpus: Path, out: Path, args: argparse.Namespace) -> tuple[float, int, str]:
+def run_build(corpus: list[Path], out: Path, args: argparse.Namespace
+              ) -> tuple[float, int, str]:
     """Run the CLI in a child; returns (wall seconds, peak RSS bytes, stderr tail)."""
-    cmd = [sys.executable, str(REPO / "cli.py"), "build-index", str(corpus), "--out", str(out),
+    cmd = [sys.executable, str(REPO / "cli.py"), "build-index", *map(str, corpus),
+           "--out", str(out),
            "--index", args.index, "--device", args.device, "--precision", args.precision,
            "--batch-size", str(args.batch_size), "--fit", args.fit, "-q"]
     if args.model:
@@ -181,6 +204,9 @@ def main() -> None:
     ap.add_argument("--corpus", default=None, type=Path,
                     help="use this corpus (one sentence a line) instead of writing one from "
                          "the books; --sentences is then its line count")
+    ap.add_argument("--wikipedia", type=int, nargs="+", default=None, metavar="K",
+                    help="build on the first K of the 200 Wikipedia shards instead (200: the "
+                         "whole folder, ~1.44M sentences); --sentences is then ignored")
     ap.add_argument("--keep", default=None, type=Path,
                     help="keep the index of the largest N here (needs --index flat: "
                          "query_latency.py --from-index derives the other types from it)")
@@ -199,18 +225,24 @@ def main() -> None:
     from qtsearch.build.pipeline import total_seconds
     from qtsearch.errors import QTSearchError
     from qtsearch.index import read_manifest
+    from qtsearch.text.reader import read_sentences
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="qtsearch-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     results = []
     figures: dict | None = None
+    runs = sorted(args.wikipedia or args.sentences)
     try:
-        for n in sorted(args.sentences):
-            corpus = args.corpus or work / f"gutenberg-{n}.txt"
-            got = n if args.corpus else write_corpus(n, corpus)
+        for n in runs:
+            if args.wikipedia:  # all of them: the folder, as a user would name it
+                corpus = [WIKIPEDIA] if n == len(wikipedia_shards()) else wikipedia_shards(n)
+            else:
+                corpus = [args.corpus or work / f"gutenberg-{n}.txt"]
+                if not args.corpus:
+                    write_corpus(n, corpus[0])
             if figures is None:
-                sample = [line for line in corpus.read_text(encoding="utf-8").splitlines()
-                          if line][:20_000]
+                sample = [s.text for s in itertools.islice(
+                    read_sentences([str(p) for p in corpus]), 20_000)]
                 try:
                     figures = model_figures(args.model, args.device, args.precision, sample)
                 except QTSearchError as e:
@@ -219,11 +251,14 @@ def main() -> None:
             shutil.rmtree(out, ignore_errors=True)
             wall, rss, _ = run_build(corpus, out, args)
             m = read_manifest(out)
+            got = m["count"]
             st = m["stages"]
             index_bytes = (out / "index.faiss").stat().st_size
             embed_gflops = (got * figures["tokens_per_sentence"] * figures["flops_per_token"]
                             / max(st["embed"], 1e-9) / 1e9)
-            row = {"sentences": got, "wall_s": wall, **{f"{k}_s": v for k, v in st.items()},
+            row = {"sentences": got, "wall_s": wall,
+                   "corpus": f"wikipedia:{n} shards" if args.wikipedia else "gutenberg",
+                   **{f"{k}_s": v for k, v in st.items()},
                    "total_s": total_seconds(st, m["build"]["parallel_stages"]),
                    "index_type": m["index_type"],
                    "index_key": m["index_key"], "peak_rss": rss, "index_bytes": index_bytes,
@@ -243,12 +278,13 @@ def main() -> None:
                   f"{m['index_key']} | full-text table {row['fts_s']:.1f} s "
                   f"({100 * row['fts_s'] / (row['total_s'] - row['fts_s']):.1f}% on top of the "
                   f"rest)", flush=True)
-            if not args.corpus:
-                corpus.unlink()
+            if not (args.corpus or args.wikipedia):
+                corpus[0].unlink()
         if args.keep:
             args.keep.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(work / f"index-{max(args.sentences)}", args.keep)
-            print(f"kept the {max(args.sentences):,}-sentence index in {args.keep}", flush=True)
+            shutil.move(work / f"index-{runs[-1]}", args.keep)
+            print(f"kept the {results[-1]['sentences']:,}-sentence index in {args.keep}",
+                  flush=True)
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from qtsearch.evaluation.relevance.engine import RelevanceConfig, load_tasks
-from qtsearch.evaluation.relevance.indexes import task_index
+from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
 from qtsearch.evaluation.relevance.runner import run_queries
 from qtsearch.paths import data_root
 from qtsearch.query.search import QUERY_PRECISION, Index
@@ -60,7 +60,7 @@ def main() -> None:
     tasks = load_tasks(RelevanceConfig(tasks=args.tasks), data_root())
     report: dict[str, dict[str, dict[str, float]]] = {}
     for task in tasks:
-        folder, _ = task_index(task, args.model, encoder.name, encoder.fingerprint,
+        folder, _ = task_index(task, args.model, encoder.name, encoder_key(encoder),
                                device="cpu", progress=False)
         with Index.open(folder, model=encoder, device="cpu") as index:
             report[task.name] = {label: evaluate(index, task, *how)

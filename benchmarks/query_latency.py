@@ -1,4 +1,4 @@
-"""Query latency and recall of every index type on N Gutenberg sentences.
+"""Query latency and recall of every index type on N Gutenberg sentences, or on Wikipedia.
 
 The corpus is embedded once: a flat index (exact search, the reference) is built by the real
 builder (`qtsearch.build.pipeline.build_index`, the code path of `qtsearch build-index`) from the
@@ -7,8 +7,11 @@ taken as it is with `--from-index DIR` (e.g. the 1M flat index `build_index.py -
 The other types (sq8, ivf-pq, hnsw) are derived from its vectors and metadata with
 `qtsearch.build.derive.build_from_index`, which runs the builder's own index stage (choice,
 training sample, add, recall tuning): the same index `build-index --index TYPE` makes, without
-embedding the corpus again. Queries are held-out sentences read after the first N. Each index
-is then opened with `qtsearch.Index` (as the CLI and the shell do) and measured:
+embedding the corpus again. Queries are held-out sentences read after the first N. With
+`--wikipedia K` the flat index is built from the first K of the 200 WikiExtractor shards of
+../shared/data/wikipedia as they are (articles, titles, sections: what `qtsearch build-index`
+makes of them) and the queries are sentences of the next shard. Each index is then opened with
+`qtsearch.Index` (as the CLI and the shell do) and measured:
 
 - single-query latency, p50 and p95: end to end (what `Index.search([q], k)` costs in the
   index's default mode, hybrid where it has its full-text table: encoding + vector search +
@@ -31,6 +34,10 @@ hnsw ~5 min to derive, ~2 min of measuring):
 or on its own (embeds N sentences once, ~3 min per million on 2 cores):
 
     python benchmarks/query_latency.py --model MODEL --sentences 1000000 --work /tmp/qt-bench
+
+or on Wikipedia (20 shards: ~145k sentences):
+
+    python benchmarks/query_latency.py --wikipedia 20 --work /tmp/qt-bench
 """
 
 from __future__ import annotations
@@ -132,8 +139,9 @@ def queries_after(flat: Path, n_queries: int) -> list[str]:
     return held_out(stream, n_queries)
 
 
-def build_flat(corpus: Path, model: str, out: Path, n: int) -> dict[str, Any]:
-    """Build (or reuse) the flat reference index; returns its manifest."""
+def build_flat(corpus: list[Path], model: str, out: Path, n: int | None) -> dict[str, Any]:
+    """Build (or reuse) the flat reference index of `n` sentences (None: whatever `corpus`
+    holds); returns its manifest."""
     from rich.console import Console
 
     from qtsearch.build.pipeline import IndexConfig, build_index
@@ -143,11 +151,12 @@ def build_flat(corpus: Path, model: str, out: Path, n: int) -> dict[str, Any]:
     if manifest_path.is_file():
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         fingerprint = load_encoder(model, device="cpu").fingerprint
-        if manifest["count"] == n and manifest["model"]["fingerprint"] == fingerprint:
+        if (manifest["count"] == n or n is None) and (
+                manifest["model"]["fingerprint"] == fingerprint):
             log(f"flat: reusing {out}")
             return manifest
     log(f"flat: building {out}")
-    result = build_index(IndexConfig(corpus=[str(corpus)], model=model, out=str(out),
+    result = build_index(IndexConfig(corpus=[str(c) for c in corpus], model=model, out=str(out),
                                      index="flat", overwrite=True),
                          progress=True, console=Console(stderr=True))
     return result.manifest
@@ -305,6 +314,9 @@ def main() -> None:
                         help="A flat index of the first N book sentences (build_index.py "
                              "--index flat --keep DIR) to derive the other types from, "
                              "instead of embedding the corpus here.")
+    parser.add_argument("--wikipedia", type=int, default=None, metavar="K",
+                        help="Index the first K of the 200 Wikipedia shards (WikiExtractor "
+                             "output) instead; queries come from shard K+1.")
     parser.add_argument("--work", type=Path, required=True,
                         help="Folder for the corpus and the indexes (kept for reruns).")
     parser.add_argument("--types", default=",".join(INDEX_TYPES),
@@ -352,14 +364,27 @@ def main() -> None:
         n = flat_manifest["count"]
         queries = queries_after(flat, args.queries)
         log(f"corpus: the {n:,} sentences of {flat}; {len(queries)} held-out queries")
+    elif args.wikipedia:
+        from build_index import wikipedia_shards
+
+        from qtsearch.text.reader import read_sentences
+
+        shards = wikipedia_shards(args.wikipedia + 1)  # the last one holds the queries
+        queries = held_out(read_sentences([str(shards[-1])]), args.queries)
+        flat = args.work / f"flat_wiki{args.wikipedia}"  # named like the derived ones below
+        flat_manifest = build_flat(shards[:-1], args.model, flat, None)
+        n = flat_manifest["count"]
+        log(f"corpus: {n:,} sentences of {args.wikipedia} Wikipedia shards; {len(queries)} "
+            f"held-out queries from {shards[-1].name}")
     else:
         n = args.sentences
         corpus = args.work / f"gutenberg_{n}.txt"
         queries = write_corpus(corpus, n, args.queries)
         log(f"corpus: {n:,} sentences in {corpus}; {len(queries)} held-out queries")
         flat = args.work / f"flat_{n}"
-        flat_manifest = build_flat(corpus, args.model, flat, n)
-    folders = {t: flat if t == "flat" else args.work / f"{t}_{n}" for t in types}
+        flat_manifest = build_flat([corpus], args.model, flat, n)
+    tag = f"wiki{args.wikipedia}" if args.wikipedia and not args.from_index else str(n)
+    folders = {t: flat if t == "flat" else args.work / f"{t}_{tag}" for t in types}
     for t in types:
         if t != "flat":
             derive(flat, flat_manifest, folders[t], t)

@@ -15,6 +15,7 @@ from typer.exceptions import TyperException
 
 from qtsearch.commands import register_all
 from qtsearch.errors import OutputError, QTSearchError, UsageError
+from qtsearch.training.distributed import env_rank, launch, nproc_option
 
 
 class _Group(TyperGroup):
@@ -74,7 +75,12 @@ def _fail(e: QTSearchError) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script and of `python cli.py`."""
     _setup_logging()
+    if env_rank() != 0:  # a torchrun job: its first process alone prints results
+        _drop_stdout()
     try:
+        nproc, argv = nproc_option(sys.argv[1:] if argv is None else argv)
+        if nproc > 1:  # `qtsearch train … --nproc N`: the N processes run this command
+            sys.exit(launch(nproc, argv))
         # not standalone: usage errors come here, to be printed as one line
         code = app(args=argv, prog_name="qtsearch", standalone_mode=False)
         sys.stdout.flush()

@@ -96,8 +96,7 @@ def test_vectors_normalised_and_self_nearest(flat_index, tiny_model):
 def test_parquet_equals_sqlite(flat_index):
     table = pq.read_table(flat_index.path / "meta.parquet")
     conn = sqlite3.connect(flat_index.path / "meta.sqlite")
-    rows = conn.execute("SELECT id, text, source, line, doc, position FROM sentences "
-                        "ORDER BY id").fetchall()
+    rows = conn.execute("SELECT * FROM sentences ORDER BY id").fetchall()
     conn.close()
     assert [tuple(r.values()) for r in table.to_pylist()] == rows
 

@@ -31,7 +31,8 @@ def test_schema_wal_and_index(store, tmp_path):
     conn = sqlite3.connect(tmp_path / "meta.sqlite")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     cols = [r[1] for r in conn.execute("PRAGMA table_info(sentences)")]
-    assert cols == ["id", "text", "source", "line", "doc", "position"]
+    assert cols == ["id", "text", "source", "line", "doc", "position",
+                    "title", "url", "doc_id", "section"]  # Wikipedia articles' metadata
     indexes = [r[1] for r in conn.execute("PRAGMA index_list(sentences)")]
     cols_of = {name: [r[2] for r in conn.execute(f"PRAGMA index_info({name})")]
                for name in indexes}
@@ -44,7 +45,8 @@ def test_count_get_context(store):
     assert store.max_id() == 4 and store.max_doc() == 1
     got = store.get([4, 0, 99, -1])
     assert set(got) == {0, 4}
-    assert got[4] == dict(zip(("id", "text", "source", "line", "doc", "position"), ROWS[4],
+    assert got[4] == dict(zip(("id", "text", "source", "line", "doc", "position", "title",
+                               "url", "doc_id", "section"), (*ROWS[4], None, None, None, None),
                               strict=True))
     ctx = store.context(0, 1, 1)
     assert [r["id"] for r in ctx] == [0, 1, 2]
@@ -70,8 +72,10 @@ def test_insert_is_one_transaction(store):
 def test_parquet_equals_sqlite(store, tmp_path):
     n = store.to_parquet(tmp_path / "m.parquet")
     table = pq.read_table(tmp_path / "m.parquet")
-    assert n == 5 and table.column_names == ["id", "text", "source", "line", "doc", "position"]
-    assert [tuple(r.values()) for r in table.to_pylist()] == ROWS
+    assert n == 5 and table.column_names == ["id", "text", "source", "line", "doc", "position",
+                                             "title", "url", "doc_id", "section"]
+    assert [tuple(r.values()) for r in table.to_pylist()] == [(*r, None, None, None, None)
+                                                              for r in ROWS]
 
 
 def test_readonly_and_errors(store, tmp_path):
@@ -108,7 +112,8 @@ def fts(store, tmp_path):
 
 
 def test_columns_and_ids_where(fts):
-    assert fts.columns() == ["id", "text", "source", "line", "doc", "position"]
+    assert fts.columns() == ["id", "text", "source", "line", "doc", "position", "title", "url",
+                             "doc_id", "section"]
     assert fts.ids_where("sentences.doc = ?", (0,)).tolist() == [0, 1, 2]
     assert fts.ids_where("sentences.source = ? AND line > ?", ("b.txt", 1)).tolist() == [4]
     assert fts.ids_where("sentences.doc = ?", (9,)).tolist() == []

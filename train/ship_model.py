@@ -1,26 +1,32 @@
 """Copy a trained model folder into the package as the shipped default model, weights in fp16.
 
-    python train/ship_model.py runs/mc150
+    python train/ship_model.py runs/search-default [--fit centre] [--lexical-weight 0.3]
 
 Only config.json, vocab.json, the weights and the metrics up to the checkpoint are copied (no
-checkpoint, no token cache); fp16 halves the size and changes vectors far less than training noise.
+checkpoint, no token cache, no task heads); fp16 halves the size and changes vectors far less
+than training noise. `--fit` and `--lexical-weight` record the search settings measured for the
+model (config.json "search"): `build-index --fit auto` then fits what the model wants and
+hybrid search weighs BM25 as measured, instead of the engine's defaults.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import torch
 
+from qtsearch.config import write_json_atomic
+from qtsearch.index.transform import canonical_fit
 from qtsearch.models.folder import (
     CONFIG,
     METRICS,
     VOCAB,
     WEIGHTS,
     load_model,
+    read_config,
     read_metrics,
     save_weights,
 )
@@ -28,11 +34,17 @@ from qtsearch.models.folder import (
 DEST = Path(__file__).resolve().parents[1] / "qtsearch" / "default_model"
 
 
-def main(src: Path) -> None:
+def main(src: Path, fit: str | None, lexical_weight: float | None) -> None:
     model, _, _ = load_model(src)
     DEST.mkdir(parents=True, exist_ok=True)
-    for name in (CONFIG, VOCAB):
-        shutil.copyfile(src / name, DEST / name)
+    for old in DEST.iterdir():
+        old.unlink()
+    shutil.copyfile(src / VOCAB, DEST / VOCAB)
+    config = read_config(src)
+    search = {"fit": canonical_fit(fit) if fit else None, "lexical_weight": lexical_weight}
+    if any(v is not None for v in search.values()):
+        config["search"] = {k: v for k, v in search.items() if v is not None}
+    write_json_atomic(DEST / CONFIG, config)
     # the weights are those of the last checkpoint: keep only the metrics logged up to it
     state = src / "checkpoint" / "state.json"
     last = json.loads(state.read_text())["step"] if state.is_file() else float("inf")
@@ -44,4 +56,9 @@ def main(src: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("src", type=Path)
+    parser.add_argument("--fit", help="What `build-index --fit auto` fits for this model.")
+    parser.add_argument("--lexical-weight", type=float, help="BM25's weight in hybrid search.")
+    args = parser.parse_args()
+    main(args.src, args.fit, args.lexical_weight)

@@ -27,7 +27,13 @@ from qtsearch.index.manifest import (
 )
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
-from qtsearch.text.reader import Sentence, list_files, read_sentences
+from qtsearch.text.reader import (
+    ARTICLE_FIELDS,
+    Sentence,
+    check_format,
+    list_files,
+    read_sentences,
+)
 
 
 @dataclass
@@ -55,17 +61,20 @@ def split_option(manifest: dict[str, Any], split_sentences: bool | None) -> tupl
 def add_to_index(index_dir: str | os.PathLike, corpus: list[str],
                  split_sentences: bool | None = None, device: str = "auto",
                  batch_size: int = 512, chunk: int = 50_000, progress: bool = True,
-                 console: Any = None) -> AddResult:
+                 console: Any = None, input_format: str = "auto") -> AddResult:
     """Append the sentences of `corpus` to an existing index with the index's own model.
 
-    `split_sentences` None: as the index was built (its manifest). New ids continue after the
-    last one and documents after the last document. The work is done on a copy
-    (`<index>.adding/`) that replaces the index only when complete.
+    `split_sentences` None: as the index was built (its manifest); `input_format` as in
+    `read_sentences` (WikiExtractor articles keep their metadata, also when added to an index
+    built before the article columns). New ids continue after the last one and documents
+    after the last document. The work is done on a copy (`<index>.adding/`) that replaces
+    the index only when complete.
     """
     t0 = time.perf_counter()
     folder = Path(index_dir)
     manifest = read_manifest(folder)
     split_sentences, _ = split_option(manifest, split_sentences)
+    check_format(input_format)
     files = list_files(corpus)
     model_path = manifest["model"]["path"]
     encoder = load_encoder(model_path, device=device)
@@ -87,14 +96,16 @@ def add_to_index(index_dir: str | os.PathLike, corpus: list[str],
                                   f"{store.count():,} rows; rebuild the index")
             first_doc = store.max_doc() + 1
             n = start
-            sentences = read_sentences([str(f) for f in files], split=split_sentences)
+            sentences = read_sentences([str(f) for f in files], split=split_sentences,
+                                       fmt=input_format)
             with Progress(progress, console) as bars, bars.stage("add", None, "sentences") as adv:
                 for batch in _chunks(sentences, chunk):
                     vectors = encoder.encode([b.text for b in batch], batch_size,
                                              normalize=True, progress=adv)
                     index.add(transform.apply(vectors) if transform else vectors)
                     store.insert_many((n + k, b.text, b.source, b.line, b.doc + first_doc,
-                                       b.position) for k, b in enumerate(batch))
+                                       b.position, *(getattr(b, f) for f in ARTICLE_FIELDS))
+                                      for k, b in enumerate(batch))
                     n += len(batch)
             fill_fts(store, start)
             store.checkpoint()

@@ -1,5 +1,5 @@
 """Index folder helpers shared by builds, derived builds and `add`: input checksums, size on
-disk, and the atomic swap of a finished folder into place."""
+disk, the atomic swap of a finished folder into place, and what `info` and `serve` report."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ import os
 import shutil
 from pathlib import Path
 from typing import Any
+
+from qtsearch.index.manifest import META_FILE, read_manifest
+from qtsearch.index.store import MetadataStore
 
 
 def file_checksum(path: Path) -> dict[str, Any]:
@@ -20,6 +23,17 @@ def file_checksum(path: Path) -> dict[str, Any]:
 
 def folder_bytes(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def index_info(path: Path) -> dict[str, Any]:
+    """The manifest of an index folder plus where it is and its size on disk: what
+    `qtsearch info --json` prints and `qtsearch serve` answers at /info."""
+    manifest = read_manifest(path)
+    with MetadataStore.open(Path(path) / META_FILE) as store:
+        full_text = store.has_fts()
+    return {"kind": "index", "path": str(path), **manifest,
+            "transform": manifest.get("transform") or "none (the encoder's own vectors)",
+            "full_text": full_text, "bytes_on_disk": folder_bytes(Path(path))}
 
 
 def swap_in(new: Path, out: Path) -> None:

@@ -58,7 +58,7 @@ from qtsearch.index.transform import (
     auto_fit,
     canonical_fit,
 )
-from qtsearch.text.reader import list_files, read_sentences
+from qtsearch.text.reader import check_format, list_files, read_sentences
 
 if TYPE_CHECKING:
     from qtsearch.encode.encoder import ExternalEncoder
@@ -97,6 +97,7 @@ class IndexConfig:
     batch_size: int = 512  # sentences per embedding batch
     overwrite: bool = False
     fit: str = DEFAULT_FIT  # auto | none | centre | abtt:D | whiten:K (index.transform)
+    input_format: str = "auto"  # auto | text | wikiextractor (text.reader.FORMATS)
 
 
 @dataclass
@@ -142,6 +143,7 @@ class Builder:
         if config.index != "auto" and config.index not in INDEX_TYPES:
             raise UsageError(f"--index must be auto or one of {', '.join(INDEX_TYPES)}, "
                              f"not {config.index!r}")
+        check_format(config.input_format)
         self.config = config
         self.out = Path(config.out) if config.out else default_out(config.corpus)
         self.partial = self.out.with_name(self.out.name + ".partial")
@@ -168,6 +170,7 @@ class Builder:
         c = self.config
         basis = {"corpus": [(x["path"], x["sha256"]) for x in corpus],
                  "model": encoder.fingerprint, "split": c.split_sentences,
+                 "format": c.input_format,
                  "shard_size": c.shard_size, "batch_size": c.batch_size,
                  "precision": c.precision, "device": str(encoder.device.type)}
         return hashlib.sha256(repr(sorted(basis.items())).encode()).hexdigest()[:16]
@@ -184,8 +187,9 @@ class Builder:
         open_ends = 0  # lines that run on into the next one (one-a-line input only)
         run_on = False  # the previous line did not end like a sentence
         with self.progress.stage("read", sum(sizes.values()) / 1e6, "MB") as advance:
-            for s in read_sentences([str(f) for f in files], split=c.split_sentences):
-                if not c.split_sentences:
+            for s in read_sentences([str(f) for f in files], split=c.split_sentences,
+                                    fmt=c.input_format):
+                if not c.split_sentences and s.title is None:  # WikiExtractor is split
                     open_ends += run_on and s.text[:1].islower()
                     run_on = not SENTENCE_END.search(s.text)
                 if s.source != current:
@@ -250,14 +254,14 @@ class Builder:
         for i in range(self.state["read"]["shards"]):
             yield np.load(shard_files.emb_path(self.shards, i), mmap_mode="r")
 
-    def _fit(self) -> None:
+    def _fit(self, preferred: str | None) -> None:
         """Fit `--fit` on a fixed-seed sample of the embedded vectors and save it in the
         folder (its time counts in the index stage, which it prepares)."""
         t0 = time.perf_counter()
         for name in (TRANSFORM_FILE, TRANSFORM_JSON):
             (self.partial / name).unlink(missing_ok=True)
         count = self.state["read"]["count"]
-        fit = self.fit if self.fit != "auto" else auto_fit(count)
+        fit = self.fit if self.fit != "auto" else auto_fit(count, preferred)
         if fit != "none" and count < 2:
             self.progress.note(f"fit: {count} sentence cannot fit {fit}; vectors kept as "
                                f"the encoder gives them", warn=True)
@@ -312,7 +316,7 @@ class Builder:
             self._embed(encoder)
             refit = (self.state.get("transform") or {}).get("requested") != self.fit
             if refit:
-                self._fit()
+                self._fit(encoder.search.get("fit"))
             else:
                 self.transform = VectorTransform.load(self.partial)
             redo_index = refit or (self.state["index"] or {}).get("requested") != c.index
@@ -342,7 +346,7 @@ class Builder:
             metric="cosine",
             model={"path": model_spec(encoder), "name": encoder.name,
                    "fingerprint": encoder.fingerprint, "dim": encoder.dim},
-            corpus=corpus, split_sentences=c.split_sentences,
+            corpus=corpus, split_sentences=c.split_sentences, input_format=c.input_format,
             stages=dict(self.state["stages"]), created=now(), fts=True,
             build={**build_fields(info), "embed_device": str(encoder.device),
                    "shard_size": c.shard_size,

@@ -14,11 +14,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from qtsearch.text.reader import Sentence
+from qtsearch.text.reader import ARTICLE_FIELDS, Sentence
 
+#: The rows of a shard, in the metadata store's column order (qtsearch.index.store.COLUMNS).
 ROW_SCHEMA = pa.schema([
     ("id", pa.int64()), ("text", pa.string()), ("source", pa.string()),
     ("line", pa.int64()), ("doc", pa.int64()), ("position", pa.int64()),
+    *((name, pa.string()) for name in ARTICLE_FIELDS),
 ])
 
 
@@ -37,6 +39,7 @@ def write_rows(path: Path, rows: list[Sentence], first_id: int) -> None:
         "line": pa.array([r.line for r in rows], type=pa.int64()),
         "doc": pa.array([r.doc for r in rows], type=pa.int64()),
         "position": pa.array([r.position for r in rows], type=pa.int64()),
+        **{name: [getattr(r, name) for r in rows] for name in ARTICLE_FIELDS},
     }, schema=ROW_SCHEMA)
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(table, tmp)

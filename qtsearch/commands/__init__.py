@@ -8,7 +8,7 @@ import typer
 
 #: Command modules in the order they appear in `qtsearch --help`.
 MODULES = ("demo", "train", "train_nli", "train_pairs", "train_multitask", "info", "index",
-           "query", "evaluate", "bench")
+           "query", "serve", "evaluate", "bench")
 
 
 def register_all(app: typer.Typer) -> None:

@@ -20,12 +20,18 @@ from qtsearch.index.transform import DEFAULT_FIT
 BUILD_HELP = (
     "Turn a corpus into a searchable index (FAISS vectors + SQLite metadata).\n\n"
     "CORPUS is one or more files or folders (plain or .gz): one sentence per line with a blank "
-    "line between documents, or running text with --split-sentences. Every sentence keeps its "
-    "source file, line, document and position.\n\n"
+    "line between documents, running text with --split-sentences, or WikiExtractor output "
+    "(recognised by its <doc …> lines: each article a document, its title, id, url and "
+    "section headings kept as metadata). Every sentence keeps its source file, line, "
+    "document and position.\n\n"
     "The index folder (default indexes/<corpus name>/) holds index.faiss, meta.sqlite, "
     "manifest.json and config.json. Builds are atomic and resumable: after an interruption, "
     "the same command continues from the finished shards."
 )
+
+FORMAT_OPT = typer.Option(
+    "auto", "--format", help="auto | text | wikiextractor. auto: WikiExtractor where a file "
+    "starts with a <doc …> line, else text (lines, or running text with --split-sentences).")
 
 
 def _size(n: float) -> str:
@@ -91,13 +97,14 @@ def build_index_cmd(
         "there on (where IVF is chosen)."),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Replace an existing index (kept until the new one is done)."),
+    input_format: str = FORMAT_OPT,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
     config = IndexConfig(
         corpus=[str(p) for p in corpus], model=str(model) if model else None,
         out=str(out_dir) if out_dir else None, index=index, split_sentences=split_sentences,
         device=device, precision=precision, parquet=parquet, shard_size=shard_size,
-        batch_size=batch_size, overwrite=overwrite, fit=fit)
+        batch_size=batch_size, overwrite=overwrite, fit=fit, input_format=input_format)
     result = build_index(config, progress=not quiet, console=err)
     if not quiet:
         out.print(summary_table(result.manifest, result.bytes_on_disk, bool(result.resumed)))
@@ -113,6 +120,7 @@ def add_cmd(
         "built)."),
     device: str = typer.Option("auto", help="auto | cpu | cuda, for embedding."),
     batch_size: int = typer.Option(512, help="Sentences per embedding batch."),
+    input_format: str = FORMAT_OPT,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
     """Append sentences to an existing index, embedded with the index's own model.
@@ -121,7 +129,7 @@ def add_cmd(
     split_sentences, how = split_option(read_manifest(index), split_sentences)
     result = add_to_index(index, [str(p) for p in corpus], split_sentences=split_sentences,
                           device=device, batch_size=batch_size, progress=not quiet,
-                          console=err)
+                          console=err, input_format=input_format)
     # after the work, so that a failing add still ends in exactly one error line
     err.print(how, highlight=False, soft_wrap=True)  # one line, however narrow the terminal
     out.print(f"added {result.added:,} sentences in {result.seconds:,.1f} s → {result.path} "
@@ -133,7 +141,8 @@ def export_cmd(
     file: Path = typer.Argument(..., help="Parquet file to write."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing file."),
 ) -> None:
-    """Write an index's sentence metadata (id, text, source, line, doc, position) to Parquet."""
+    """Write an index's sentence metadata (id, text, source, line, doc, position; title, url,
+    doc_id, section) to Parquet."""
     read_manifest(index)
     if file.exists() and not overwrite:
         raise OutputError(f"{file}: already exists (use --overwrite to replace it)")

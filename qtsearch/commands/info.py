@@ -14,11 +14,9 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from qtsearch.build.folders import folder_bytes
+from qtsearch.build.folders import index_info
 from qtsearch.commands.common import out, print_json
 from qtsearch.errors import ModelError
-from qtsearch.index.manifest import META_FILE, read_manifest
-from qtsearch.index.store import MetadataStore
 from qtsearch.models.folder import is_model_folder, latest_validation, read_config, read_metrics
 
 
@@ -37,16 +35,6 @@ def model_info(path: Path) -> dict[str, Any]:
         "validation": val or None,
         "last_step": max(steps, default=None),
     }
-
-
-def index_info(path: Path) -> dict[str, Any]:
-    """The manifest of an index folder plus where it is and its size on disk."""
-    manifest = read_manifest(path)
-    with MetadataStore.open(Path(path) / META_FILE) as store:
-        full_text = store.has_fts()
-    return {"kind": "index", "path": str(path), **manifest,
-            "transform": manifest.get("transform") or "none (the encoder's own vectors)",
-            "full_text": full_text, "bytes_on_disk": folder_bytes(Path(path))}
 
 
 def _label(key: str) -> str:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
 from qtsearch.commands.common import err, model_option, out, print_json, top_k_option
-from qtsearch.errors import InputError, QTSearchError, UsageError
-
-if TYPE_CHECKING:
-    from qtsearch.query.hits import Results
+from qtsearch.errors import InputError, UsageError
+from qtsearch.query.answers import (
+    Answer,
+    answer_analogy,
+    answer_ids,
+    answer_json,
+    answer_queries,
+)
 
 INDEX_ARG = typer.Argument(..., help="Index folder (made by `qtsearch build-index`).")
 K_OPT = top_k_option(10, help="Results per query (clamped to the index size).")
@@ -25,7 +28,8 @@ MODE_OPT = typer.Option(None, "--mode",
 WHERE_OPT = typer.Option(None, "--where", "-w",
                          help="Only sentences whose COLUMN equals VALUE: source=emma.txt "
                               "(file name or full path), doc=N, line=N, position=N or any "
-                              "other column of the index. Repeatable (all must hold).")
+                              "other column of the index (Wikipedia: title=…, doc_id=…, "
+                              "url=…, section=…). Repeatable (all must hold).")
 MODEL_OPT = model_option(help="Model folder; default: the one recorded in the index. It must "
                               "be the model the index was built with.")
 DEVICE_OPT = typer.Option("cpu", help="cpu | cuda | auto. One query encodes in milliseconds "
@@ -37,11 +41,8 @@ PARAM_OPT = typer.Option(None, "--param", "-p",
 JSON_OPT = typer.Option(False, "--json",
                         help="Print a JSON array, one object per query: {query, hits, note, "
                              "error}; each hit is {id, score, text, source, line, doc, "
-                             "position, legs} (legs: each search leg's own score).")
-
-
-#: One query's answer: the query, its hits (None after an error) and its error (or None).
-Answer = tuple[str | int, "Results | None", QTSearchError | None]
+                             "position, legs} (legs: each search leg's own score), with "
+                             "title, url, doc_id, section before legs for Wikipedia.")
 
 
 def _params(items: list[str] | None) -> dict[str, float]:
@@ -67,9 +68,7 @@ def _print(answers: list[Answer], as_json: bool, titles: list[str] | None = None
     """One answer per query, in order: its hits (a table, or JSON with the query's note), or
     its error (one `qtsearch: error:` line on stderr; in JSON also its `error` field)."""
     if as_json:
-        print_json([{"query": q, "hits": [h.to_dict() for h in hits or []],
-                     "note": getattr(hits, "note", None), "error": str(e) if e else None}
-                    for q, hits, e in answers])
+        print_json([answer_json(q, hits, e) for q, hits, e in answers])
     from qtsearch.ui.shell import hits_table
 
     for n, (q, hits, e) in enumerate(answers):
@@ -128,7 +127,6 @@ def search(
         queries = _read_stdin()
     filters = parse_where(where)
     with _open(index, model, device, param) as idx:
-        answers: list[Answer] = []
         if ids:
             as_ids = []
             for q in queries:
@@ -136,17 +134,10 @@ def search(
                     as_ids.append(int(q))
                 except ValueError:
                     raise UsageError(f"--ids: {q!r} is not a sentence id") from None
-            results = idx.search_ids(as_ids, k, where=filters)
-            answers = [(i, hits, None) for i, hits in zip(as_ids, results, strict=True)]
-            _print(answers, as_json, [f"neighbours of {r.id}: {r.text}"
-                                      for r in idx.get(as_ids)])
+            _print(answer_ids(idx, as_ids, k, filters), as_json,
+                   [f"neighbours of {r.id}: {r.text}" for r in idx.get(as_ids)])
             return
-        for q in queries:
-            try:
-                answers.append((q, idx.search([q], k, mode=mode, where=filters)[0], None))
-            except InputError as e:  # this query's fault: answer the others
-                answers.append((q, None, e))
-        _print(answers, as_json)
+        _print(answer_queries(idx, queries, k, mode, filters), as_json)
 
 
 def analogy(
@@ -171,9 +162,7 @@ def analogy(
     unless --keep-inputs."""
     k = old_k if old_k is not None else k
     with _open(index, model, device, param) as idx:
-        title = f"{a} : {b} :: {c} : ?"
-        _print([(title, idx.analogy(a, b, c, k, exclude_inputs=not keep_inputs), None)],
-               as_json)
+        _print([answer_analogy(idx, a, b, c, k, keep_inputs)], as_json)
 
 
 def shell(

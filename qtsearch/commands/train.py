@@ -8,8 +8,10 @@ import typer
 
 from qtsearch.commands.common import err, out
 from qtsearch.commands.train_options import (
+    BATCHES_PER_STEP,
     DEVICE,
     MAX_STEPS,
+    NPROC,
     OUT,
     PRECISION,
     QUIET,
@@ -77,6 +79,8 @@ def train_command(
     seed: int = typer.Option(0, help="Random seed (initialisation and block order)."),
     val_every: int = typer.Option(500, help="Validate every N steps."),
     checkpoint_every: int = typer.Option(1000, help="Checkpoint every N steps."),
+    batches_per_step: int | None = BATCHES_PER_STEP,
+    nproc: int = NPROC,
     resume: bool = RESUME,
     quiet: bool = QUIET,
 ) -> None:

@@ -10,6 +10,7 @@ import typer
 from qtsearch.commands.common import err, out
 from qtsearch.commands.train_options import (
     BATCH_SIZE,
+    BATCHES_PER_STEP,
     CHECKPOINT_EVERY,
     DATA,
     DEVICE,
@@ -22,19 +23,23 @@ from qtsearch.commands.train_options import (
     LR,
     MAX_LEN,
     MAX_STEPS,
+    NPROC,
     OUT,
+    PAIR_ENCODER,
     PAIRS_SCALE,
     PAIRS_VAL_BATCHES,
     PRECISION,
     QUIET,
     RESUME,
     SEED,
+    TRAIN_WORDS,
     VAL_EVERY,
     VALID,
     VALID_FRACTION,
     VOCAB_FROM,
     VOCAB_FROM_WORDS,
     WORD_DIM,
+    WORD_VECTORS,
     config_options,
 )
 from qtsearch.training.multitask import MultitaskConfig, train_multitask
@@ -49,7 +54,9 @@ HELP = (
     "sentences of text files (--teacher, books or Wikipedia) whose all-MiniLM-L6-v2 vectors the "
     "encoder learns to match through a projection head (vectors computed once, cached on disk "
     "under --teacher-cache and reused by every run). "
-    "The shared encoder is InferSent's BiLSTM-max over frozen GloVe; QT adds its own context "
+    "Any task may be left out (the ablations), at least one is needed. "
+    "The shared encoder is InferSent's BiLSTM-max over frozen --word-vectors, or with "
+    "--encoder mean the mean of trainable word vectors started from them; QT adds its own context "
     "encoder g (scores f(s)·g(t)), NLI its own classifier; pairs compares the shared vectors. "
     "Each step trains one task: --schedule proportional draws the task with probability "
     "proportional to its batches per epoch, round-robin takes them in turn. One epoch = every "
@@ -61,8 +68,10 @@ HELP = (
 
 
 def train_multitask_command(
-    corpus: list[Path] = typer.Argument(..., help="Text files or folders for Quick-Thoughts."),
-    files: list[Path] = typer.Option(..., "--nli", help="NLI training file (repeatable)."),
+    corpus: list[Path] = typer.Argument(
+        None, help="Text files or folders for Quick-Thoughts (none: no QT task)."),
+    files: list[Path] = typer.Option(
+        [], "--nli", help="NLI training file (repeatable; none: no NLI task)."),
     out_dir: Path = OUT,
     split_sentences: bool = typer.Option(
         False, "--split-sentences", help="The corpus is running text: split it into sentences."
@@ -95,6 +104,9 @@ def train_multitask_command(
     hidden: int = HIDDEN,
     word_dim: int = WORD_DIM,
     glove_words: int = GLOVE_WORDS,
+    encoder: str = PAIR_ENCODER,
+    word_vectors: str = WORD_VECTORS,
+    train_words: int = TRAIN_WORDS,
     vocab_size: int = typer.Option(
         20_000, help="Most frequent corpus words in the vocabulary (NLI and GloVe words added)."
     ),
@@ -114,6 +126,8 @@ def train_multitask_command(
     seed: int = SEED,
     val_every: int = VAL_EVERY,
     checkpoint_every: int = CHECKPOINT_EVERY,
+    batches_per_step: int | None = BATCHES_PER_STEP,
+    nproc: int = NPROC,
     resume: bool = RESUME,
     quiet: bool = QUIET,
 ) -> None:

@@ -9,6 +9,7 @@ import typer
 from qtsearch.commands.common import err, out
 from qtsearch.commands.train_options import (
     BATCH_SIZE,
+    BATCHES_PER_STEP,
     CHECKPOINT_EVERY,
     DEVICE,
     DROPOUT,
@@ -18,17 +19,21 @@ from qtsearch.commands.train_options import (
     LR,
     MAX_LEN,
     MAX_STEPS,
+    NPROC,
     OUT,
+    PAIR_ENCODER,
     PRECISION,
     QUIET,
     RESUME,
     SEED,
+    TRAIN_WORDS,
     VAL_EVERY,
     VALID,
     VALID_FRACTION,
     VOCAB_FROM,
     VOCAB_FROM_WORDS,
     WORD_DIM,
+    WORD_VECTORS,
     config_options,
 )
 from qtsearch.training.nli import NLITrainConfig, train_nli
@@ -58,6 +63,9 @@ def train_nli_command(
     hidden: int = HIDDEN,
     word_dim: int = WORD_DIM,
     glove_words: int = GLOVE_WORDS,
+    encoder: str = PAIR_ENCODER,
+    word_vectors: str = WORD_VECTORS,
+    train_words: int = TRAIN_WORDS,
     vocab_from: list[Path] = VOCAB_FROM,
     vocab_from_words: int = VOCAB_FROM_WORDS,
     fc_dim: int = FC_DIM,
@@ -72,6 +80,8 @@ def train_nli_command(
     seed: int = SEED,
     val_every: int = VAL_EVERY,
     checkpoint_every: int = CHECKPOINT_EVERY,
+    batches_per_step: int | None = BATCHES_PER_STEP,
+    nproc: int = NPROC,
     resume: bool = RESUME,
     quiet: bool = QUIET,
 ) -> None:

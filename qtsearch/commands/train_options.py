@@ -13,6 +13,13 @@ DEVICE = typer.Option("auto", help="auto | cpu | cuda.")
 PRECISION = typer.Option("auto", help="auto (bf16 where the hardware has it) | fp32 | bf16.")
 RESUME = typer.Option(False, "--resume", help="Continue the run in --out from its checkpoint.")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress bar or lines.")
+BATCHES_PER_STEP = typer.Option(
+    None, show_default="one per process",
+    help="Batches whose gradients each step averages (the global batch): one process computes "
+    "them in turn, N processes share them. --resume keeps the checkpoint's.")
+NPROC = typer.Option(
+    1, help="Train with N processes on this machine (one per GPU, or CPU processes with gloo), "
+    "as `torchrun --nproc-per-node N -m qtsearch …` does.")
 
 # the InferSent trainers (train-nli, train-multitask, train-pairs)
 VALID = typer.Option([], help="NLI validation file (repeatable); default: held-out premises.")
@@ -23,9 +30,19 @@ HIDDEN = typer.Option(256, help="LSTM units per direction (paper: 2048; vector 2
 WORD_DIM = typer.Option(
     0, help="Trainable word embeddings concatenated to GloVe (0: GloVe only, as the paper)."
 )
+PAIR_ENCODER = typer.Option(
+    "infersent", "--encoder",
+    help="infersent: BiLSTM-max over frozen --word-vectors; mean: the mean of trainable word "
+    "vectors started from --word-vectors (fast: no recurrence).")
+WORD_VECTORS = typer.Option(
+    "glove", help="Pretrained word vectors: glove (6B-50d) or model2vec (256-d, distilled "
+    "offline from all-MiniLM-L6-v2; needs the [encoders] extra).")
 GLOVE_WORDS = typer.Option(
     50_000, help="Most frequent GloVe words added to the vocabulary (lowercase + Capitalised)."
 )
+TRAIN_WORDS = typer.Option(
+    0, help="Keep only the N most frequent words of the training sentences (0: all): a "
+    "smaller word table to ship.")
 VOCAB_FROM = typer.Option(
     [], help="More text files or folders (running text or WikiExtractor) whose most frequent "
     "words join the vocabulary (repeatable): books, Wikipedia, captions."
@@ -43,11 +60,11 @@ CHECKPOINT_EVERY = typer.Option(500, help="Checkpoint every N steps.")
 
 def config_options(arguments: dict[str, Any], lists: tuple[str, ...] = ()) -> dict[str, Any]:
     """Command arguments → config fields: --out and the path lists `lists` become strings,
-    --resume and --quiet are dropped."""
-    options = {k: v for k, v in arguments.items() if k not in ("resume", "quiet")}
+    --resume, --quiet and --nproc (cli.main starts the processes) are dropped."""
+    options = {k: v for k, v in arguments.items() if k not in ("resume", "quiet", "nproc")}
     options["out"] = str(options.pop("out_dir"))
     for name in lists:
-        options[name] = [str(p) for p in options[name]]
+        options[name] = [str(p) for p in options[name] or []]
     if options.get("data") is not None:
         options["data"] = str(options["data"])
     return options

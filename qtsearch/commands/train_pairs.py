@@ -8,6 +8,7 @@ import typer
 
 from qtsearch.commands.common import err, out
 from qtsearch.commands.train_options import (
+    BATCHES_PER_STEP,
     DATA,
     DEVICE,
     EVAL_FILTER,
@@ -16,14 +17,18 @@ from qtsearch.commands.train_options import (
     HIDDEN,
     MAX_LEN,
     MAX_STEPS,
+    NPROC,
     OUT,
+    PAIR_ENCODER,
     PAIRS_SCALE,
     PAIRS_VAL_BATCHES,
     PRECISION,
     QUIET,
     RESUME,
+    TRAIN_WORDS,
     VOCAB_FROM,
     VOCAB_FROM_WORDS,
+    WORD_VECTORS,
     config_options,
 )
 from qtsearch.training.pairs import PairsTrainConfig, train_pairs
@@ -58,6 +63,9 @@ def train_pairs_command(
     hidden: int = HIDDEN,
     word_dim: int = typer.Option(0, help="Trainable word embeddings concatenated to GloVe."),
     glove_words: int = GLOVE_WORDS,
+    encoder: str = PAIR_ENCODER,
+    word_vectors: str = WORD_VECTORS,
+    train_words: int = TRAIN_WORDS,
     vocab_from: list[Path] = VOCAB_FROM,
     vocab_from_words: int = VOCAB_FROM_WORDS,
     max_len: int = MAX_LEN,
@@ -75,6 +83,8 @@ def train_pairs_command(
     seed: int = typer.Option(0, help="Random seed (initialisation, split, batch order)."),
     val_every: int = typer.Option(200, help="Validate every N steps."),
     checkpoint_every: int = typer.Option(500, help="Checkpoint every N steps."),
+    batches_per_step: int | None = BATCHES_PER_STEP,
+    nproc: int = NPROC,
     resume: bool = RESUME,
     quiet: bool = QUIET,
 ) -> None:

@@ -16,7 +16,7 @@ import hashlib
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -100,6 +100,7 @@ class GloveBow:
 
     name = "glove-bow"
     path = "glove"  # the name `load_encoder` takes, written to an index's manifest
+    search: ClassVar[dict[str, Any]] = {}  # search settings: the engine's defaults
 
     def __init__(self) -> None:
         import torch
@@ -145,6 +146,7 @@ class MiniLM:
     name = "all-MiniLM-L6-v2"
 
     path = "minilm"  # the name `load_encoder` takes, written to an index's manifest
+    search: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, device: str = "auto", inner_batch: int = 64):
         path = minilm_folder()

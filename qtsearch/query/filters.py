@@ -1,7 +1,8 @@
 """Metadata filters: `where={"source": "emma.txt", "doc": 3}` as one SQL condition.
 
 Column names are checked against the store's own columns (so a filter can never inject SQL,
-and any column an index has, e.g. a document title, can be filtered on); values are bound.
+and any column an index has, e.g. a Wikipedia article's `title`, `doc_id`, `url` or `section`,
+can be filtered on); values are bound.
 Several columns are AND-ed. `source` matches the stored path or its file name, since a user
 remembers `emma.txt`, not the absolute path the build recorded.
 """
@@ -13,9 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qtsearch.errors import UsageError
-
-#: Columns holding whole numbers: a filter value for them must be one.
-INTEGER_COLUMNS = ("id", "line", "doc", "position")
+from qtsearch.index.store import INTEGER_COLUMNS
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from qtsearch.text.reader import ARTICLE_FIELDS
 
 
 @dataclass(frozen=True)
 class Record:
-    """A stored sentence and where it came from (line is 1-based, position counts within doc)."""
+    """A stored sentence and where it came from (line is 1-based, position counts within doc;
+    a Wikipedia sentence also has its article's title, url and id, and its section: "" in
+    the lead, before the first heading)."""
 
     id: int
     text: str
@@ -19,9 +24,22 @@ class Record:
     line: int
     doc: int
     position: int
+    title: str | None = None
+    url: str | None = None
+    doc_id: str | None = None
+    section: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields, without the article ones where the sentence has none (other text)."""
+        return {k: v for k, v in dataclasses.asdict(self).items()
+                if v is not None or k not in ARTICLE_FIELDS}
+
+    def origin(self) -> str:
+        """Where the sentence is, for people: "Title › Section" in Wikipedia, else
+        "file:line"."""
+        if self.title is None:
+            return f"{Path(self.source).name}:{self.line}"
+        return f"{self.title} › {self.section}" if self.section else self.title
 
 
 @dataclass(frozen=True)
@@ -33,9 +51,12 @@ class Hit(Record):
     legs: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape scripts rely on: id, score, text, source, line, doc, position, legs."""
-        d = dataclasses.asdict(self)
-        return {"id": d.pop("id"), "score": d.pop("score"), **d}
+        """The JSON shape scripts rely on: id, score, text, source, line, doc, position (then
+        title, url, doc_id, section for Wikipedia sentences), legs."""
+        d = super().to_dict()
+        d.pop("score")
+        legs = d.pop("legs")
+        return {"id": d.pop("id"), "score": self.score, **d, "legs": legs}
 
 
 class Results(list[Hit]):

@@ -69,7 +69,8 @@ def _same_sentence(a: str, b: str) -> bool:
 
 
 class Index:
-    """An opened index folder: `search`, `search_ids`, `analogy` and `context`."""
+    """An opened index folder: `search`, `search_ids`, `analogy` and `context`, callable from
+    many threads at once (`qtsearch serve` shares one between all its requests)."""
 
     def __init__(self, path: Path, manifest: dict[str, Any], encoder: Encoder,
                  backend: VectorBackend, store: MetadataStore,
@@ -87,9 +88,11 @@ class Index:
         self.set_params(manifest.get("index_params") or {})
         self.default_mode = "hybrid" if lexical is not None else "semantic"
         self.fusion = DEFAULT_FUSION
-        self.lexical_weight = LEXICAL_WEIGHT  # BM25's weight in the convex fusion
+        # BM25's weight in the convex fusion: the model's own when its folder records one
+        self.lexical_weight = float(encoder.search.get("lexical_weight", LEXICAL_WEIGHT))
         self._columns = store.columns()
-        self._pool: ThreadPoolExecutor | None = None
+        # made here, not on first use, where concurrent first queries would each make one
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="qtsearch-lexical")
 
     @classmethod
     def open(cls, path: str | os.PathLike, model: str | os.PathLike | Encoder | None = None,
@@ -257,8 +260,6 @@ class Index:
         if mode == "lexical":
             legs = run()
             return lambda: legs
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="qtsearch-lexical")
         return self._pool.submit(run).result
 
     def _fuse(self, semantic: Leg, lexical: Leg, fetch: int,
@@ -386,8 +387,7 @@ class Index:
                 f"{self.default_mode} search")
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
+        self._pool.shutdown()
         if self.lexical is not None:
             self.lexical.store.close()
         self.store.close()

@@ -39,6 +39,10 @@ class NLIPair:
     hypothesis: str
     label: int  # index into LABELS
 
+    def sentences(self) -> tuple[str, str]:
+        """Both sentences (what the evaluation-overlap filter checks, as for paraphrase pairs)."""
+        return self.premise, self.hypothesis
+
 
 def _label(raw: str, where: str) -> int | None:
     """The class id of a gold label, None for "no gold label"; anything else is an error."""

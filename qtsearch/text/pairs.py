@@ -28,7 +28,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, Protocol, TypeVar
 
 import numpy as np
 
@@ -37,6 +37,13 @@ from qtsearch.text.nli import LABELS, read_nli_file
 from qtsearch.text.reader import list_files
 
 T = TypeVar("T")
+
+
+class HasSentences(Protocol):
+    def sentences(self) -> Iterable[str]: ...
+
+
+P = TypeVar("P", bound=HasSentences)
 MULTI30K = re.compile(r"^(?P<stem>.+)\.1\.en(?P<gz>\.gz)?$")
 _TAG = re.compile(r"<[^>]{1,40}>")
 #: Files under an evaluation folder that hold no sentences.
@@ -188,8 +195,9 @@ def eval_sentences(folder: Path) -> set[str]:
     return {normalise(x) for f in files for x in _read_all(f, lambda fh: list(_fields(fh)))}
 
 
-def drop_overlap(pairs: Iterable[Pair], held: set[str]) -> tuple[list[Pair], int]:
-    """(the pairs none of whose sentences is in `held`, how many were dropped)."""
+def drop_overlap(pairs: Iterable[P], held: set[str]) -> tuple[list[P], int]:
+    """(the pairs none of whose sentences is in `held`, how many were dropped); a pair is
+    anything with `sentences()`: paraphrase pairs, NLI pairs."""
     kept, dropped = [], 0
     for p in pairs:
         if any(normalise(s) in held for s in p.sentences()):

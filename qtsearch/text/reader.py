@@ -1,8 +1,11 @@
 """Stream sentences out of text files, folders and .gz files, keeping where each came from.
 
-Two layouts:
+Three layouts:
 - lines (default): one sentence per line, a blank line between documents;
-- running text (`split=True`): paragraphs separated by blank lines, split into sentences.
+- running text (`split=True`): paragraphs separated by blank lines, split into sentences;
+- WikiExtractor output (qtsearch.text.wikiextractor), recognised by its first line
+  (`fmt="auto"`) or required (`fmt="wikiextractor"`): each article a document whose title, id
+  and url (and the section heading above each sentence) travel with its sentences.
 
 Each file starts a new document. Messy input is repaired with a warning that names the file
 and line (invalid UTF-8, NUL bytes, a byte-order mark, CRLF, over-long lines); input that
@@ -17,10 +20,12 @@ import os
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from qtsearch.errors import InputError
+from qtsearch.errors import InputError, UsageError
 from qtsearch.text.splitter import split_sentences
+from qtsearch.text.wikiextractor import Article, doc_tag, wiki_sentences
 
 log = logging.getLogger("qtsearch")
 
@@ -31,18 +36,28 @@ MAX_SENTENCE_CHARS = 10_000
 MAX_PARAGRAPH_CHARS = 1_000_000
 #: File name endings read when a folder is given.
 TEXT_SUFFIXES = (".txt", ".txt.gz", ".text", ".gz")
+#: Input formats: auto (WikiExtractor where a file starts with `<doc …>`, else text), text
+#: (lines or running text, as `split` says), wikiextractor (every file must be one).
+FORMATS = ("auto", "text", "wikiextractor")
+#: The fields of `Sentence` that only WikiExtractor input fills (None for other text).
+ARTICLE_FIELDS = ("title", "url", "doc_id", "section")
 _WARN_LIMIT = 5
 
 
 @dataclass(frozen=True)
 class Sentence:
-    """One sentence and where it came from (line is 1-based; doc counts across the corpus)."""
+    """One sentence and where it came from (line is 1-based; doc counts across the corpus);
+    WikiExtractor input adds the article's title, url and id and the sentence's section."""
 
     text: str
     source: str
     line: int
     doc: int
     position: int
+    title: str | None = None
+    url: str | None = None
+    doc_id: str | None = None
+    section: str | None = None
 
 
 def list_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
@@ -188,34 +203,23 @@ def _file_sentences_lines(lines: _Lines) -> Iterator[tuple[int, int, str]]:
 
 def _file_sentences_split(lines: _Lines) -> Iterator[tuple[int, int, str]]:
     """(document break?, line, text) for running text: paragraphs joined, then split into
-    sentences. WikiExtractor markup (Wikipedia dumps): a `<doc …>` line starts a document and
-    is dropped with the title line after it, `</doc>` ends a paragraph."""
+    sentences."""
     buf: list[str] = []
     starts: list[tuple[int, int]] = []  # (char offset in paragraph, line number)
     size = 0
-    brk = 0  # the next sentence starts a document
-    title = False  # the next non-blank line is a WikiExtractor title
 
     def flush() -> Iterator[tuple[int, int, str]]:
-        nonlocal brk
         para = " ".join(buf)
         k = 0
         for off, sent in split_sentences(para):
             while k + 1 < len(starts) and starts[k + 1][0] <= off:
                 k += 1
-            yield brk, starts[k][1], _clip(lines, starts[k][1], sent)
-            brk = 0
+            yield 0, starts[k][1], _clip(lines, starts[k][1], sent)
         buf.clear()
         starts.clear()
 
     for lineno, text in lines:
         text = text.strip()
-        doc_tag = text.startswith("<doc ") and text.endswith(">")
-        if doc_tag or text == "</doc>" or (title and text):
-            yield from flush()
-            size = 0
-            brk, title = (1, True) if doc_tag else (brk, False)
-            continue
         if not text:
             if buf:
                 yield from flush()
@@ -231,30 +235,65 @@ def _file_sentences_split(lines: _Lines) -> Iterator[tuple[int, int, str]]:
         yield from flush()
 
 
+def check_format(fmt: str) -> None:
+    """UsageError unless `fmt` is one of FORMATS."""
+    if fmt not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+
+
+def is_wikiextractor(path: str | os.PathLike) -> bool:
+    """Whether the file's first non-blank line is a WikiExtractor `<doc id=… …>` line."""
+    lines = iter(_Lines(Path(path)))
+    try:
+        first = next((text.strip() for _, text in lines if text.strip()), "")
+    finally:
+        lines.close()
+    return doc_tag(first) is not None
+
+
+def _file_sentences(path: Path, split: bool, fmt: str
+                    ) -> Iterator[tuple[int, int, str, Article | None, str | None]]:
+    """(document break?, line, text, article, section) of one file in format `fmt`."""
+    lines = _Lines(path)
+    wiki = fmt != "text" and is_wikiextractor(path)
+    if fmt == "wikiextractor" and not wiki:
+        raise InputError(f"{path}: not WikiExtractor output (its first line is not "
+                         f'<doc id="…" url="…" title="…">)')
+    if wiki:
+        yield from wiki_sentences(lines, partial(_clip, lines))
+        return
+    gen = _file_sentences_split(lines) if split else _file_sentences_lines(lines)
+    for brk, lineno, text in gen:
+        yield brk, lineno, text, None, None
+
+
 def read_sentences(
-    paths: Iterable[str | os.PathLike], split: bool = False, strict_empty: bool = True
+    paths: Iterable[str | os.PathLike], split: bool = False, strict_empty: bool = True,
+    fmt: str = "auto",
 ) -> Iterator[Sentence]:
-    """Yield every sentence of the corpus in reading order.
+    """Yield every sentence of the corpus in reading order (`split`: text files are running
+    text; `fmt`: one of FORMATS).
 
     Raises InputError for missing, binary or corrupt files, and (at the end) when the whole
     corpus holds no sentence. A named file with no sentence is an error when `strict_empty`.
     """
+    check_format(fmt)
     files = list_files(paths)
     named = {Path(p) for p in paths if Path(p).is_file()}
     doc = -1
     total = 0
     for path in files:
-        lines = _Lines(path)
-        gen = _file_sentences_split(lines) if split else _file_sentences_lines(lines)
         position = 0
         count = 0
         first = True
-        for brk, lineno, text in gen:
+        for brk, lineno, text, article, section in _file_sentences(path, split, fmt):
             if first or brk:
                 doc += 1
                 position = 0
                 first = False
-            yield Sentence(text, str(path), lineno, doc, position)
+            meta = () if article is None else (article.title, article.url, article.doc_id,
+                                               section)
+            yield Sentence(text, str(path), lineno, doc, position, *meta)
             position += 1
             count += 1
         if count == 0:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ def writable_folder(out: Path) -> None:
     """Create the model folder, or fail with one line before any work is done."""
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
+        probe = out / f".write-test-{os.getpid()}"  # one per process of a torchrun job
         probe.write_text("")
         probe.unlink()
     except OSError as e:
@@ -86,13 +87,30 @@ def same_run(saved: dict[str, Any], config: Any, saved_facts: dict[str, Any],
                              f"{saved_facts.get(key)} there, {now} now)")
 
 
+def checkpoint_dir(folder: Path) -> Path:
+    """The checkpoint to resume from: checkpoint.tmp when a process was killed between
+    removing the old one and the rename."""
+    ckpt = folder / CHECKPOINT
+    if not (ckpt / "state.json").is_file() and (folder / (CHECKPOINT + ".tmp")).is_dir():
+        return folder / (CHECKPOINT + ".tmp")
+    return ckpt
+
+
+def saved_config(folder: Path) -> dict[str, Any]:
+    """The options of the checkpoint in `folder` ({} when there is none to read: `load_state`
+    then says why)."""
+    try:
+        return json.loads((checkpoint_dir(folder) / "state.json").read_text(encoding="utf-8"))[
+            "config"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
 def load_state(folder: Path, modules: dict[str, nn.Module], optim: torch.optim.Optimizer,
                device: torch.device, config: Any, facts: dict[str, Any]) -> int:
     """Restore a `save_state` checkpoint into `modules` and `optim` and return its step; the
     options and data are vetted first, so a changed option is named as such."""
-    ckpt = folder / CHECKPOINT
-    if not (ckpt / "state.json").is_file() and (folder / (CHECKPOINT + ".tmp")).is_dir():
-        ckpt = folder / (CHECKPOINT + ".tmp")  # killed between removing the old one and rename
+    ckpt = checkpoint_dir(folder)
     try:
         state = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
         step = int(state["step"])

@@ -14,19 +14,19 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from qtsearch.config import write_json_atomic
-from qtsearch.encode.pretrained import glove_matrix, load_glove
+from qtsearch.encode.pretrained import WORD_VECTORS, load_glove, word_matrix
 from qtsearch.errors import UsageError
 from qtsearch.models.encoders import EncoderConfig
+from qtsearch.models.folder import PAIR_MODELS, build_model
 from qtsearch.models.infersent import InferSent
 from qtsearch.text.reader import read_sentences
 from qtsearch.text.token_corpus import corpus_signature
@@ -36,7 +36,6 @@ from qtsearch.training.checkpoint import writable_folder
 from qtsearch.training.loop import Loop, RunConfig, Runtime, Task
 from qtsearch.training.progress import Display
 
-log = logging.getLogger("qtsearch")
 T = TypeVar("T")
 
 
@@ -49,7 +48,10 @@ class InferSentConfig(RunConfig):
     valid_fraction: float = 0.1
     hidden: int = 256  # per direction; the paper's 2048 is GPU-sized
     word_dim: int = 0  # trainable embeddings concatenated to GloVe; 0 = GloVe only (the paper)
+    encoder: str = "infersent"  # or "mean": the mean of trainable word vectors (models/mean.py)
+    word_vectors: str = "glove"  # the pretrained vectors: glove (50-d) or model2vec (256-d)
     glove_words: int = 50_000
+    train_words: int = 0  # the most frequent training-sentence words kept; 0: every one
     vocab_from: list[str] = field(default_factory=list)  # more corpora for the vocabulary
     vocab_from_words: int = 50_000  # their most frequent words added
     max_len: int = 50
@@ -61,21 +63,30 @@ class InferSentConfig(RunConfig):
 
     #: what the training files hold, for messages
     DATA: ClassVar[str] = "NLI"
+    TRAIN_REQUIRED: ClassVar[bool] = True
     #: --vocab-from is checked through the vocabulary's size and last word (data facts)
     RESUMABLE: ClassVar[frozenset[str]] = RunConfig.RESUMABLE | {"vocab_from"}
 
     def check(self) -> None:
-        if not self.train:
+        if not self.train and self.TRAIN_REQUIRED:
             raise UsageError(f"give at least one {self.DATA} training file")
         self.check_run(("hidden", "max_len", "batch_size", "vocab_from_words"))
-        if self.word_dim < 0 or self.glove_words < 0:
-            raise UsageError("--word-dim and --glove-words must be 0 or more")
+        if self.word_dim < 0 or self.glove_words < 0 or self.train_words < 0:
+            raise UsageError("--word-dim, --glove-words and --train-words must be 0 or more")
         if not 0 < self.valid_fraction < 1:
             raise UsageError("--valid-fraction must be between 0 and 1")
+        if self.encoder not in PAIR_MODELS:
+            raise UsageError(f"--encoder must be one of {', '.join(PAIR_MODELS)}")
+        if self.word_vectors not in WORD_VECTORS:
+            raise UsageError(f"--word-vectors must be one of {', '.join(WORD_VECTORS)}")
+        if self.encoder == "mean" and self.word_dim:
+            raise UsageError("--word-dim is for --encoder infersent: the mean encoder trains "
+                             "its pretrained word vectors themselves")
 
     def encoder_config(self, vocab_len: int, objective: str) -> EncoderConfig:
-        return EncoderConfig(encoder="infersent", objective=objective, vocab_size=vocab_len,
-                             word_dim=self.word_dim, hidden=self.hidden, max_len=self.max_len)
+        return EncoderConfig(encoder=self.encoder, objective=objective, vocab_size=vocab_len,
+                             word_dim=self.word_dim, hidden=self.hidden, max_len=self.max_len,
+                             glove_dim=WORD_VECTORS[self.word_vectors][0])
 
 
 @dataclass
@@ -103,12 +114,14 @@ def corpus_words(paths: Sequence[str], size: int, cache: Path) -> list[str]:
 
 def build_vocab(
     token_lists: Iterable[list[str]], glove_words: int, base: Vocab | None = None,
-    extra: Sequence[str] = (),
+    extra: Sequence[str] = (), train_words: int = 0,
 ) -> tuple[Vocab, int]:
     """(vocabulary, n_seen): `base` (or <pad>, <unk>) + the words of `token_lists` by frequency
-    + the `extra` words + the `glove_words` most frequent GloVe words, lowercase and
-    capitalised. Ids below n_seen are words that training data contains."""
-    seen = Vocab.build(token_lists, size=10**9).words[2:]
+    (the `train_words` most frequent; 0: all) + the `extra` words + the `glove_words` most
+    frequent GloVe words, lowercase and capitalised. Ids below n_seen are words that training
+    data contains. A cap keeps a shipped word table small: the rarest words of 200k Wikipedia
+    sentences are mostly names seen once."""
+    seen = Vocab.build(token_lists, size=train_words or 10**9).words[2:]
     words = list(base.words) if base else [PAD, UNK]
     known = set(words)
     for w in seen:
@@ -137,23 +150,27 @@ def pairs_vocab(sentences: Iterable[str], config: InferSentConfig, display: Disp
     tokens = functools.cache(tokenize)
     extra = corpus_words(config.vocab_from, config.vocab_from_words,
                          Path(config.out) / "cache") if config.vocab_from else []
-    vocab, n_seen = build_vocab(map(tokens, sentences), config.glove_words, base, extra)
+    vocab, n_seen = build_vocab(map(tokens, sentences), config.glove_words, base, extra,
+                                config.train_words)
     display.note(f"vocabulary {len(vocab):,} words ({n_seen:,} seen in training)")
     facts = {"vocab_words": len(vocab), "vocab_last": vocab.words[-1]} if extra else {}
     return vocab, n_seen, tokens, facts
 
 
-def glove_encoder(cfg: EncoderConfig, vocab: Vocab, n_seen: int,
-                  frozen: Tensor | None = None) -> InferSent:
-    """A fresh InferSent with its GloVe table filled (from `frozen` when given, else looked up)
-    and the trainable rows of words unseen in training zeroed."""
-    model = InferSent(cfg)
-    if frozen is None:
-        matrix, coverage = glove_matrix(vocab.words)
-        frozen = torch.from_numpy(matrix)
-        log.info("GloVe covers %.1f%% of the vocabulary", 100 * coverage)
-    model.set_frozen_vectors(frozen)
-    if model.words is not None:
+def pretrained_vectors(source: str, vocab: Vocab, display: Display) -> Tensor:
+    """The --word-vectors rows of the vocabulary (zeros for words the source lacks)."""
+    matrix, coverage = word_matrix(source, vocab.words)
+    display.note(f"{source} vectors for {100 * coverage:.1f}% of the vocabulary")
+    return torch.from_numpy(matrix)
+
+
+def sentence_encoder(cfg: EncoderConfig, vocab: Vocab, n_seen: int,
+                     pretrained: Tensor) -> nn.Module:
+    """A fresh encoder of `cfg.encoder` over the pretrained word vectors; InferSent's trainable
+    rows of words unseen in training zeroed."""
+    model = build_model(cfg)
+    model.set_frozen_vectors(pretrained)
+    if isinstance(model, InferSent) and model.words is not None:
         with torch.no_grad():
             model.words.weight[n_seen:].zero_()
     return model
@@ -174,7 +191,8 @@ def infersent_loop(
     data = split(items, display)
     vocab, n_seen, tokens, facts = pairs_vocab(sentences(data.train), config, display)
     torch.manual_seed(config.seed)
-    encoder = glove_encoder(config.encoder_config(len(vocab), objective), vocab,
-                            n_seen).to(runtime.device)
+    encoder = sentence_encoder(config.encoder_config(len(vocab), objective), vocab, n_seen,
+                               pretrained_vectors(config.word_vectors, vocab, display)
+                               ).to(runtime.device)
     return Loop(config, runtime, display, encoder, vocab,
                 [task(data, vocab, tokens, encoder, runtime)], data.facts | facts)

@@ -3,15 +3,20 @@
 
 A task owns its data, its loss and its head; the loop owns everything else: the optimiser
 (Adam over the encoder and every head), the learning-rate schedule, which task trains at each
-step, logging, progress, validation, checkpoints, `--resume` and Ctrl-C. A task's k-th training
-batch is a fixed function of the seed and k, the task of each step a fixed function of the seed
-and the step, and the checkpoint holds the weights, the optimiser and the RNG, so a resumed run
-continues exactly: same data, same weights as an uninterrupted run.
+step, logging, progress, validation, checkpoints, `--resume`, Ctrl-C and several processes
+(training/distributed.py). A task's k-th training batch is a fixed function of the seed and k,
+the task of each step a fixed function of the seed and the step, and the checkpoint holds the
+weights, the optimiser and the RNG, so a resumed run continues exactly: same data, same weights
+as an uninterrupted run. A step of G > 1 batches (`--batches-per-step`, one per process by
+default) averages their gradients; each batch's dropout is then drawn from (seed, task, batch),
+so the step is the same whichever process computes which batch, and a resume on another number
+of processes continues the same run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import math
 import shutil
@@ -32,44 +37,25 @@ from qtsearch.errors import Interrupted, UsageError
 from qtsearch.models.folder import save_model
 from qtsearch.models.objective import BatchStats
 from qtsearch.text.vocab import Vocab
-from qtsearch.training.checkpoint import CHECKPOINT, load_state, save_heads, save_state
+from qtsearch.training.checkpoint import (
+    CHECKPOINT,
+    load_state,
+    save_heads,
+    save_state,
+    saved_config,
+)
+from qtsearch.training.distributed import (
+    World,
+    broadcast_modules,
+    join,
+    reduce_step,
+    release_others,
+    wait_for_main,
+)
 from qtsearch.training.metrics import MetricsLog, Window
 from qtsearch.training.progress import Display
-
-SCHEDULES = ("constant", "inverse-sqrt", "linear")
-TASK_SCHEDULES = ("proportional", "round-robin")
-
-
-def lr_factor(step: int, warmup: int, schedule: str, total: int) -> float:
-    """Multiplier of --lr for update number `step` (1-based): a linear warm-up over `warmup`
-    updates, then constant, ∝ 1/√step (1 at the end of the warm-up), or linear down to the
-    last update (`total`)."""
-    if step <= warmup:
-        return step / warmup
-    if schedule == "inverse-sqrt":
-        return math.sqrt(max(warmup, 1) / step)
-    if schedule == "linear":
-        return max(0.0, (total - step + 1) / max(total - warmup, 1))
-    return 1.0
-
-
-def task_schedule(n_steps: int, batches_per_epoch: Sequence[int], kind: str,
-                  seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(task index of each step, position of the step within its task). `round-robin` takes
-    the tasks in turn; `proportional` draws each step's task with probability proportional to
-    its batches per epoch, so all tasks pass over their data at the same rate."""
-    n_tasks = len(batches_per_epoch)
-    if kind == "round-robin" or n_tasks == 1:
-        tasks = np.arange(n_steps) % n_tasks
-    else:
-        share = np.asarray(batches_per_epoch, dtype=np.float64) / sum(batches_per_epoch)
-        draws = np.random.default_rng([seed, 1]).random(n_steps)
-        tasks = np.minimum(np.searchsorted(np.cumsum(share), draws, side="right"), n_tasks - 1)
-    position = np.zeros(n_steps, dtype=np.int64)
-    for t in range(n_tasks):
-        mask = tasks == t
-        position[mask] = np.arange(int(mask.sum()))
-    return tasks.astype(np.int64), position
+from qtsearch.training.schedule import SCHEDULES, lr_factor, task_schedule
+from qtsearch.training.schedule import TASK_SCHEDULES as TASK_SCHEDULES  # the trainers' import
 
 
 @dataclass
@@ -90,11 +76,13 @@ class RunConfig:
     val_every: int = 500
     checkpoint_every: int = 1000
     log_every: int = 20
+    batches_per_step: int | None = None  # None: one per process (a resume: the checkpoint's)
 
     #: Fields a resumed run may change: where it stops, where it runs, what it reports.
+    #: (`batches_per_step` is checked by the loop: None takes the checkpoint's.)
     RESUMABLE: ClassVar[frozenset[str]] = frozenset({
         "out", "epochs", "max_steps", "device", "precision", "val_every", "checkpoint_every",
-        "log_every"})
+        "log_every", "batches_per_step"})
 
     def __post_init__(self) -> None:
         if self.warmup_steps is None:
@@ -108,8 +96,9 @@ class RunConfig:
         for name in ("epochs", "val_every", "checkpoint_every", "log_every", *at_least_one):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise UsageError("--max-steps must be at least 1")
+        for name in ("max_steps", "batches_per_step"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise UsageError("--lr must be a positive number")
         if self.lr_schedule not in SCHEDULES:
@@ -148,15 +137,21 @@ def figure_prefix(index: int, task: Task) -> str:
 
 @dataclass
 class Runtime:
-    """Where a run computes: the device and the autocast precision."""
+    """Where a run computes: the device, the autocast precision and the processes."""
 
     device: torch.device
     amp: torch.dtype | None
+    world: World = field(default_factory=World)
 
     @classmethod
     def of(cls, config: RunConfig) -> Runtime:
+        """Joins torchrun's process group if there is one; a process other than the first
+        returns only once the first has built the data (see distributed.wait_for_main)."""
+        world = join(config.device)
         device = resolve_device(config.device)
-        return cls(device, autocast_dtype(device, config.precision))
+        runtime = cls(device, autocast_dtype(device, config.precision), world)
+        wait_for_main(world)
+        return runtime
 
     def autocast(self) -> contextlib.AbstractContextManager:
         if self.amp is None:
@@ -186,22 +181,30 @@ class RunResult:
 
 
 @contextlib.contextmanager
-def stop_signals() -> Iterator[None]:
+def stop_signals() -> Iterator[threading.Event]:
     """Ctrl-C and SIGTERM (kill, a job scheduler's stop) both end training with a checkpoint,
-    also when the process started with SIGINT ignored (as `cmd &` does in scripts)."""
+    also when the process started with SIGINT ignored (as `cmd &` does in scripts). The signal
+    sets the event; the loop stops after the step in progress, at the same step on every
+    process."""
+    stop = threading.Event()
 
     def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+        stop.set()
 
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield stop
         return
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield stop
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def batch_seed(seed: int, task: int, k: int) -> int:
+    """The torch seed of a task's batch k in a step of several batches (its dropout)."""
+    return int(np.random.SeedSequence([seed, task, k]).generate_state(1)[0])
 
 
 class Loop:
@@ -213,29 +216,56 @@ class Loop:
         self.cfg, self.rt, self.display = config, runtime, display
         self.out = Path(config.out)
         self.encoder, self.vocab, self.tasks, self.facts = encoder, vocab, list(tasks), facts
-        per_epoch = [t.steps_per_epoch for t in self.tasks]
-        self.total_steps = config.max_steps or config.epochs * sum(per_epoch)
-        self.order, self.position = task_schedule(self.total_steps, per_epoch, schedule,
-                                                  config.seed)
+        self.schedule = schedule
         self.modules = {"encoder": encoder}
         for task in self.tasks:
             self.modules.update(task.heads())
         self.params = [p for m in self.modules.values() for p in m.parameters()
                        if p.requires_grad]
         self.optim = torch.optim.Adam(self.params, lr=config.lr)
-        if len(self.tasks) > 1:
-            counts = np.bincount(self.order, minlength=len(self.tasks))
-            display.note(", ".join(f"{n:,} {t.name} steps" for t, n in zip(self.tasks, counts))
-                         + f" ({schedule})")
+        self.plan(config.batches_per_step or runtime.world.size)
+        release_others(runtime.world)
 
     # ----- pieces -----------------------------------------------------------------------
+    def plan(self, per_step: int) -> None:
+        """Steps of `per_step` batches: the number of steps and each one's task."""
+        world = self.rt.world
+        if per_step % world.size:
+            raise UsageError(f"{per_step} batches per step cannot be shared by {world.size} "
+                             "processes: use a number of processes that divides "
+                             "--batches-per-step")
+        self.per_step = per_step
+        per_epoch = [max(1, t.steps_per_epoch // per_step) for t in self.tasks]
+        self.total_steps = self.cfg.max_steps or self.cfg.epochs * sum(per_epoch)
+        self.order, self.position = task_schedule(self.total_steps, per_epoch, self.schedule,
+                                                  self.cfg.seed)
+
+    def resumed_plan(self) -> None:
+        """A resume keeps the checkpoint's batches per step (older ones had 1), so it
+        continues the same run on any number of processes that divides them."""
+        saved = saved_config(self.out).get("batches_per_step") or 1
+        asked = self.cfg.batches_per_step
+        if asked not in (None, saved):
+            raise UsageError(f"--resume: --batches-per-step differs from the checkpoint "
+                             f"({saved} there, {asked} now)")
+        self.plan(saved)
+
+    def run_config(self) -> RunConfig:
+        """The options as run: the batches per step taken, whoever chose them."""
+        config = copy.copy(self.cfg)
+        config.batches_per_step = self.per_step
+        return config
+
     def record(self) -> dict[str, Any]:
         """What config.json keeps under "train": the options and the data facts."""
-        return {**dataclasses.asdict(self.cfg), **self.facts}
+        return {**dataclasses.asdict(self.run_config()), **self.facts}
 
     def save(self, step: int) -> None:
-        """Checkpoint, then refresh the model folder (what `load_encoder` reads)."""
-        save_state(self.out, self.modules, self.optim, step, self.cfg, self.facts)
+        """Checkpoint, then refresh the model folder (what `load_encoder` reads); process 0
+        alone writes."""
+        if not self.rt.world.main:
+            return
+        save_state(self.out, self.modules, self.optim, step, self.run_config(), self.facts)
         save_model(self.out, self.encoder, self.vocab, self.record())
         heads = {k: m for k, m in self.modules.items() if k != "encoder"}
         if heads:
@@ -248,6 +278,25 @@ class Loop:
         for group in self.optim.param_groups:
             group["lr"] = lr
         return lr
+
+    def train_step(self, t: int, position: int, stop: bool) -> tuple[list[float], bool]:
+        """One update on task `t`: this process's share of the step's batches, the gradients
+        averaged over all of them, clipped and applied. Returns the step's (loss sum, correct,
+        rows) over every process, and whether any process was asked to stop."""
+        task, n = self.tasks[t], self.per_step
+        self.optim.zero_grad(set_to_none=True)
+        figures = [0.0, 0.0, 0.0]
+        for k in self.rt.world.share(position * n, n):
+            if n > 1:
+                torch.manual_seed(batch_seed(self.cfg.seed, t, k))
+            st = task.batch_loss(k)
+            (st.loss / n).backward()
+            figures = [figures[0] + float(st.loss.detach()), figures[1] + st.correct,
+                       figures[2] + st.rows]
+        *figures, stops = reduce_step(self.params, self.rt.world, [*figures, float(stop)])
+        nn.utils.clip_grad_norm_(self.params, self.cfg.clip_norm)
+        self.optim.step()
+        return figures, stops > 0
 
     def validate(self) -> dict[str, float]:
         """Every task's held-out figures; the first task's unprefixed."""
@@ -272,16 +321,32 @@ class Loop:
                          f"{val[p + 'val_loss']:.4f}")
         return f"step {step:,} validation: " + "; ".join(parts)
 
-    # ----- the loop ---------------------------------------------------------------------
-    def run(self, resume: bool = False) -> RunResult:
-        cfg = self.cfg
+    def start(self, resume: bool) -> int:
+        """The step to start from (a resume: the checkpoint's), every process on the same
+        weights; says how the steps are shared out."""
         step = 0
         if resume:
-            step = load_state(self.out, self.modules, self.optim, self.rt.device, cfg,
+            self.resumed_plan()
+            step = load_state(self.out, self.modules, self.optim, self.rt.device, self.cfg,
                               self.facts)
-        else:
+        elif self.rt.world.main:
             shutil.rmtree(self.out / CHECKPOINT, ignore_errors=True)
-        log_row = MetricsLog(self.out, step)
+        broadcast_modules(self.modules, self.rt.world)
+        if self.per_step > 1:
+            self.display.note(f"{self.per_step} batches per step on {self.rt.world.size} "
+                              "process(es)")
+        if len(self.tasks) > 1:
+            counts = np.bincount(self.order, minlength=len(self.tasks))
+            self.display.note(", ".join(f"{n:,} {t.name} steps"
+                                        for t, n in zip(self.tasks, counts))
+                              + f" ({self.schedule})")
+        return step
+
+    # ----- the loop ---------------------------------------------------------------------
+    def run(self, resume: bool = False) -> RunResult:
+        cfg, main = self.cfg, self.rt.world.main
+        step = self.start(resume)
+        log_row = MetricsLog(self.out, step) if main else (lambda row: None)
         first = last = None
         if step == 0:
             first = last = self.validate()
@@ -290,44 +355,41 @@ class Loop:
         t0, sentences = time.time(), 0
         windows: dict[int, Window] = {}
         done: dict[int, int] = {}  # batches each task has trained on
-        with self.display.bar("training", self.total_steps, step) as update, stop_signals():
-            try:
-                while step < self.total_steps:
-                    lr = self.set_lr(step + 1)
-                    t = int(self.order[step])
-                    st = self.tasks[t].batch_loss(int(self.position[step]))
-                    self.optim.zero_grad(set_to_none=True)
-                    st.loss.backward()
-                    nn.utils.clip_grad_norm_(self.params, cfg.clip_norm)
-                    self.optim.step()
-                    done[t] = int(self.position[step]) + 1
-                    step += 1
-                    sentences += self.tasks[t].sentences_per_batch
-                    windows.setdefault(t, Window()).add(float(st.loss.detach()), st.correct,
-                                                        st.rows)
-                    if step % cfg.log_every == 0 or step == self.total_steps:
-                        rate = sentences / max(time.time() - t0, 1e-9)
-                        for t, window in sorted(windows.items()):
-                            task, fig = self.tasks[t], window.figures()
-                            log_row({"step": step, "task": task.name,
-                                     "epoch": done[t] / task.steps_per_epoch, **fig, "lr": lr,
-                                     "sentences_per_s": rate})
-                            info = (f"{task.name} loss {fig['loss']:.3f} acc "
-                                    f"{fig['train_accuracy']:.3f} {rate:,.0f} sent/s")
-                            update(step, info)
-                            self.display.status(f"step {step:,}/{self.total_steps:,} {info}")
-                        windows.clear()
-                    if step % cfg.val_every == 0 or step == self.total_steps:
-                        last = self.validate()
-                        log_row({"step": step, **last})
-                        self.display.note(self.describe(step, last))
-                    if step % cfg.checkpoint_every == 0 or step == self.total_steps:
-                        self.save(step)
-                    update(step, None)
-            except KeyboardInterrupt:
-                self.save(step)
-                raise Interrupted(f"interrupted at step {step}; checkpoint saved in {self.out}; "
-                                  "continue with --resume") from None
+        with self.display.bar("training", self.total_steps, step) as update, \
+                stop_signals() as stop:
+            while step < self.total_steps:
+                lr = self.set_lr(step + 1)
+                t = int(self.order[step])
+                (loss, correct, rows), stopping = self.train_step(
+                    t, int(self.position[step]), stop.is_set())
+                done[t] = (int(self.position[step]) + 1) * self.per_step
+                step += 1
+                sentences += self.tasks[t].sentences_per_batch * self.per_step
+                windows.setdefault(t, Window()).add(loss, int(correct), int(rows),
+                                                    self.per_step)
+                if step % cfg.log_every == 0 or step == self.total_steps:
+                    rate = sentences / max(time.time() - t0, 1e-9)
+                    for t, window in sorted(windows.items()):
+                        task, fig = self.tasks[t], window.figures()
+                        log_row({"step": step, "task": task.name,
+                                 "epoch": done[t] / task.steps_per_epoch, **fig, "lr": lr,
+                                 "sentences_per_s": rate})
+                        info = (f"{task.name} loss {fig['loss']:.3f} acc "
+                                f"{fig['train_accuracy']:.3f} {rate:,.0f} sent/s")
+                        update(step, info)
+                        self.display.status(f"step {step:,}/{self.total_steps:,} {info}")
+                    windows.clear()
+                if stopping and step < self.total_steps:
+                    self.save(step)
+                    raise Interrupted(f"interrupted at step {step}; checkpoint saved in "
+                                      f"{self.out}; continue with --resume")
+                if step % cfg.val_every == 0 or step == self.total_steps:
+                    last = self.validate()
+                    log_row({"step": step, **last})
+                    self.display.note(self.describe(step, last))
+                if step % cfg.checkpoint_every == 0 or step == self.total_steps:
+                    self.save(step)
+                update(step, None)
         if last is None:
             last = self.validate()
         return RunResult(self.out, step, first, last, time.time() - t0, self.tasks)

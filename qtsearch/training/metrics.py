@@ -42,11 +42,12 @@ class Window:
     rows: int = 0
     batches: int = 0
 
-    def add(self, loss: float, correct: int, rows: int) -> None:
+    def add(self, loss: float, correct: int, rows: int, batches: int = 1) -> None:
+        """`loss`: the sum over the `batches` batches of one step."""
         self.loss += loss
         self.correct += correct
         self.rows += rows
-        self.batches += 1
+        self.batches += batches
 
     def figures(self) -> dict[str, float]:
         return {"loss": self.loss / self.batches,

@@ -3,7 +3,8 @@ learns from Quick-Thoughts on ordered text, from NLI pairs, given --pairs from p
 pairs and, given --teacher, from all-MiniLM-L6-v2's vectors of unlabelled sentences
 (`qtsearch train-multitask`).
 
-The shared encoder is InferSent's BiLSTM-max over frozen GloVe; it is the sentence encoder of
+The shared encoder is InferSent's BiLSTM-max over frozen GloVe (or, `--encoder mean`, the mean
+of trainable word vectors started from --word-vectors); it is the sentence encoder of
 the saved model (vectors = its output, loadable by `load_encoder`). Each task has its own head,
 as GenSen gives each task its own decoder: QT scores f(s_i)·g(s_j) with f the shared encoder and
 g a task-specific context encoder of the same shape; NLI classifies [u, v, |u−v|, u*v]; the
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -28,9 +29,11 @@ from torch import Tensor
 
 from qtsearch.errors import UsageError
 from qtsearch.models.objective import BatchStats, qt_loss
+from qtsearch.paths import data_root
 from qtsearch.text.nli import read_nli
-from qtsearch.text.pairs import read_pairs
-from qtsearch.training.infersent import glove_encoder, pairs_vocab
+from qtsearch.text.pairs import drop_overlap, eval_sentences, read_pairs
+from qtsearch.training.checkpoint import writable_folder
+from qtsearch.training.infersent import pairs_vocab, pretrained_vectors, sentence_encoder
 from qtsearch.training.loop import TASK_SCHEDULES, Loop, RunResult, Runtime, Task
 from qtsearch.training.nli import NLITrainConfig, nli_sentences, nli_split, nli_task
 from qtsearch.training.pairs import PairsOptions, pair_sentences, pairs_split, pairs_task
@@ -62,10 +65,14 @@ class MultitaskConfig(NLITrainConfig, PairsOptions, TeacherOptions):
     RESUMABLE: ClassVar[frozenset[str]] = NLITrainConfig.RESUMABLE | {
         "corpus", "teacher", "teacher_cache"}
 
+    #: NLI is one task among several here: a run may leave it out
+    TRAIN_REQUIRED: ClassVar[bool] = False
+
     def check(self) -> None:
         super().check()
-        if not self.corpus:
-            raise UsageError("give at least one text corpus file or folder for Quick-Thoughts")
+        if not (self.corpus or self.train or self.pairs or self.teacher):
+            raise UsageError("give at least one task's data: a corpus for Quick-Thoughts, "
+                             "--nli, --pairs or --teacher")
         if self.schedule not in TASK_SCHEDULES:
             raise UsageError(f"--schedule must be one of {', '.join(TASK_SCHEDULES)}")
         check_context(self.context)
@@ -76,21 +83,35 @@ class MultitaskConfig(NLITrainConfig, PairsOptions, TeacherOptions):
 
 def multitask_loop(config: MultitaskConfig, progress: bool = True,
                    console: Console | None = None) -> Loop:
-    """Everything of a run but the running: both tasks' data, the shared encoder, the heads."""
+    """Everything of a run but the running: every task's data, the shared encoder, the heads.
+    A task left out (no corpus, no --nli, ...) is simply not trained: the ablations."""
     config.check()
     runtime, display = Runtime.of(config), Display(progress, console)
-    nli_pairs = read_nli(config.train)  # bad input files fail before the corpus is tokenised
+    writable_folder(Path(config.out))
+    # bad input files fail before the corpus is tokenised
+    nli_pairs = read_nli(config.train) if config.train else []
     paraphrases = read_pairs(config.pairs) if config.pairs else []
     teacher = teacher_data(config, config.seed, display,
                            lambda: minilm_teacher(config.device)) if config.teacher else None
     blocks = corpus_blocks(config.corpus, Path(config.out), config.split_sentences,
                            config.vocab_size, config.max_len, config.qt_batch_size,
-                           config.qt_val_blocks, config.seed, display)
-    display.note(f"QT: {len(blocks.data):,} corpus sentences in {blocks.steps_per_epoch:,} "
-                 "batches per epoch")
-    nli = nli_split(config, nli_pairs, display)
-    sentences = list(nli_sentences(nli.train))
-    facts = {**nli.facts, **blocks.facts()}
+                           config.qt_val_blocks, config.seed, display) if config.corpus else None
+    sentences: list[str] = []
+    facts: dict[str, Any] = {}
+    if blocks:
+        display.note(f"QT: {len(blocks.data):,} corpus sentences in {blocks.steps_per_epoch:,} "
+                     "batches per epoch")
+        facts |= blocks.facts()
+    if nli_pairs:
+        if config.eval_filter:
+            nli_pairs, dropped = drop_overlap(nli_pairs, eval_sentences(
+                data_root(config.data, need="sts")))
+            display.note(f"NLI: {dropped:,} pairs dropped for sharing a sentence with the "
+                         "evaluation files")
+            facts["nli_dropped_eval"] = dropped
+        nli = nli_split(config, nli_pairs, display)
+        sentences += nli_sentences(nli.train)
+        facts |= nli.facts
     if paraphrases:
         pairs = pairs_split(paraphrases, config.pairs_valid, config.valid_fraction, config.seed,
                             config, display)
@@ -101,21 +122,24 @@ def multitask_loop(config: MultitaskConfig, progress: bool = True,
         facts |= teacher.facts
     # the corpus vocabulary first: QT token ids stay valid
     vocab, n_seen, tokens, vocab_facts = pairs_vocab(sentences, config, display,
-                                                     base=blocks.data.vocab)
+                                                     base=blocks.data.vocab if blocks else None)
     facts |= vocab_facts
     torch.manual_seed(config.seed)
-    encoder = glove_encoder(config.encoder_config(len(vocab), "multitask"), vocab,
-                            n_seen).to(runtime.device)
-    tasks: list[Task] = [nli_task(config, nli, vocab, tokens, encoder, runtime)]
-    context = glove_encoder(encoder.cfg, vocab, n_seen,
-                            encoder.frozen.weight.data).to(runtime.device)
+    pretrained = pretrained_vectors(config.word_vectors, vocab, display)
+    encoder = sentence_encoder(config.encoder_config(len(vocab), "multitask"), vocab, n_seen,
+                               pretrained).to(runtime.device)
+    tasks: list[Task] = []
+    if nli_pairs:
+        tasks.append(nli_task(config, nli, vocab, tokens, encoder, runtime))
+    if blocks:
+        context = sentence_encoder(encoder.cfg, vocab, n_seen, pretrained).to(runtime.device)
 
-    def objective(ids: Tensor, lengths: Tensor, docs: Tensor,
-                  rng: np.random.Generator) -> BatchStats:
-        return qt_loss(encoder(ids, lengths), context(ids, lengths), docs, config.context)
+        def objective(ids: Tensor, lengths: Tensor, docs: Tensor,
+                      rng: np.random.Generator) -> BatchStats:
+            return qt_loss(encoder(ids, lengths), context(ids, lengths), docs, config.context)
 
-    tasks.append(CorpusTask("qt", blocks, objective, runtime, "context accuracy", "chance",
-                            heads={"qt_context": context}))
+        tasks.append(CorpusTask("qt", blocks, objective, runtime, "context accuracy", "chance",
+                                heads={"qt_context": context}))
     if paraphrases:
         tasks.append(pairs_task(config, pairs, vocab, config.max_len, tokens,
                                 config.pairs_batch_size, config.seed, encoder, runtime))
@@ -127,5 +151,5 @@ def multitask_loop(config: MultitaskConfig, progress: bool = True,
 
 def train_multitask(config: MultitaskConfig, resume: bool = False, progress: bool = True,
                     console: Console | None = None) -> RunResult:
-    """Train a shared InferSent encoder on QT + NLI (+ pairs, + teacher) into `config.out`."""
+    """Train a shared encoder on QT, NLI, pairs and the teacher (those given) into `config.out`."""
     return multitask_loop(config, progress, console).run(resume)

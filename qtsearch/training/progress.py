@@ -3,6 +3,7 @@
 A bar drawn to a file shows nothing until the end, so without a terminal the periodic training
 figures are printed as lines instead. Notes (the data summary, each validation) are printed
 either way. `quiet` shows nothing; errors leave their message as the only line (bars cleared).
+Of the processes of a torchrun job, only the first shows anything.
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ from collections.abc import Callable, Iterator
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from qtsearch.training.distributed import env_rank
+
 #: update(completed, info): moves a bar and sets its text (None keeps the text).
 Update = Callable[[int, str | None], None]
 
 
 class Display:
     def __init__(self, enabled: bool = True, console: Console | None = None):
-        self.enabled = enabled
+        self.enabled = enabled and env_rank() == 0
         self.console = console or Console(stderr=True)
 
     def note(self, line: str) -> None:

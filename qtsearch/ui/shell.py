@@ -52,15 +52,14 @@ def hits_table(hits: Sequence[Hit], title: str | None = None) -> Table:
     table.add_column("sentence", overflow="fold")
     table.add_column("source", style="dim", overflow="fold")
     for rank, h in enumerate(hits, 1):
-        table.add_row(str(rank), f"{h.score:.3f}", str(h.id), h.text,
-                      f"{Path(h.source).name}:{h.line}")
+        table.add_row(str(rank), f"{h.score:.3f}", str(h.id), h.text, h.origin())
     return table
 
 
 def context_table(records: Sequence[Record], center: int) -> Table:
     """A passage in document order, the sentence `center` highlighted."""
     first = next((r for r in records if r.id == center), records[0])
-    table = Table(title=f"{Path(first.source).name}, document {first.doc}",
+    table = Table(title=f"{first.title or Path(first.source).name}, document {first.doc}",
                   title_justify="left", show_header=True)
     table.add_column("pos", justify="right", style="dim")
     table.add_column("id", justify="right", style="cyan")

@@ -10,6 +10,7 @@ rebuilds them instead of scoring a stale one.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -53,6 +54,12 @@ def pool_file(task: RelevanceTask) -> Path:
 
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "model"
+
+
+def encoder_key(encoder: Any) -> str:
+    """What identifies an encoder's index of a pool: its vectors (fingerprint) and the search
+    settings its folder records (they choose the fitted transform)."""
+    return f"{encoder.fingerprint}|{json.dumps(encoder.search, sort_keys=True)}"
 
 
 def task_index(task: RelevanceTask, model: str | None, name: str, fingerprint: str,

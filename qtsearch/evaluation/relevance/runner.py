@@ -31,7 +31,7 @@ from qtsearch.evaluation.relevance.engine import (
     mean_metrics,
     query_metrics,
 )
-from qtsearch.evaluation.relevance.indexes import task_index
+from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
 from qtsearch.index.manifest import read_manifest
 from qtsearch.query.search import MODES, QUERY_PRECISION, Index
 
@@ -199,7 +199,7 @@ def run_benchmark(tasks: Sequence[RelevanceTask], systems: Sequence[System],
             if progress:
                 console.print(f"{task.name}: index of {len(task.pool):,} sentences, {name}")
             start = time.perf_counter()
-            folder, built = task_index(task, _model_arg(model), name, encoder.fingerprint,
+            folder, built = task_index(task, _model_arg(model), name, encoder_key(encoder),
                                        device, rebuild, progress, console)
             manifest = read_manifest(folder)
             run.builds[f"{task.name}|{name}"] = {
