@@ -88,6 +88,25 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def mc_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small MC-QT model (bi-GRUs over frozen GloVe ⊕ trainable words), the architecture of
+    the previous shipped model: the fused and stepped inference paths read its GRUs."""
+    import torch
+
+    from qtsearch.training.trainer import TrainConfig, train
+
+    torch.set_num_threads(1)
+    out = tmp_path_factory.mktemp("mc_model")
+    config = TrainConfig(
+        corpus=[str(_shared() / b) for b in TINY_BOOKS], out=str(out), encoder="mc",
+        hidden=32, word_dim=32, vocab_size=5000, batch_size=100, max_steps=20,
+        split_sentences=True, val_every=20, checkpoint_every=20, lr=5e-3,
+    )
+    train(config, progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
 def flat(tmp_path_factory: pytest.TempPathFactory, shared_data: Path, tiny_model: Path) -> Path:
     """A flat index over real Austen sentences, built with `tiny_model` (tests/query_fixtures)."""
     from query_fixtures import small_index

@@ -97,11 +97,11 @@ def test_info_on_the_shipped_model_is_a_short_summary(capsys) -> None:
     config = read_config(DEFAULT_MODEL)
     val = latest_validation(DEFAULT_MODEL)
     files = config["train"]["corpus"]
-    assert len(files) > 100  # the case the summary is for: hundreds of training files
+    assert len(files) >= 30  # the case the summary is for: many training files
     code, out, err = run(capsys, "info", str(DEFAULT_MODEL))
     assert code == 0, err
     lines = out.splitlines()
-    assert len(lines) < 30, out
+    assert len(lines) < 50, out  # the multi-task model has ~60 training options
     text = " ".join(" ".join(lines).split())
     assert f"val accuracy {val['val_accuracy']:.4g}" in text
     assert f"(at step {val['step']:,})" in text

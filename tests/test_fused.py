@@ -27,10 +27,10 @@ def _torch_vectors(encoder, texts: list[str]) -> np.ndarray:
         return encoder.model.embed(batch, lengths).numpy()
 
 
-def test_numpy_path_equals_the_torch_modules(shared_data, tiny_model):
-    """uni-GRU (the session's tiny model) and MC-QT (the shipped model), mixed lengths."""
+def test_numpy_path_equals_the_torch_modules(shared_data, tiny_model, mc_model):
+    """uni-GRU (the session's tiny model) and MC-QT (a small one), mixed lengths."""
     texts = [*_sentences(shared_data, 12), "Yes.", "word " * 80]  # 1 token; truncated
-    for path in (tiny_model, None):
+    for path in (tiny_model, mc_model):
         encoder = load_encoder(path, device="cpu", precision="fp32")
         small = SmallBatchEncoder.for_model(encoder.model)
         assert small is not None
@@ -38,24 +38,24 @@ def test_numpy_path_equals_the_torch_modules(shared_data, tiny_model):
         np.testing.assert_allclose(got, _torch_vectors(encoder, texts), atol=1e-5)
 
 
-def test_encoder_uses_it_for_small_fp32_batches_only(shared_data):
+def test_encoder_uses_it_for_small_fp32_batches_only(shared_data, mc_model):
     texts = _sentences(shared_data, SMALL_BATCH + 4)
-    fp32 = load_encoder(None, device="cpu", precision="fp32")
+    fp32 = load_encoder(mc_model, device="cpu", precision="fp32")
     assert fp32._small_batches is not None
     small = fp32.encode(texts[:3], normalize=True)  # query path
     large = fp32.encode(texts, normalize=True)  # batch path (more than SMALL_BATCH)
     np.testing.assert_allclose(small, large[:3], atol=1e-5)
     np.testing.assert_allclose(np.linalg.norm(small, axis=1), 1.0, atol=1e-5)
-    assert load_encoder(None, device="cpu", precision="bf16")._small_batches is None
+    assert load_encoder(mc_model, device="cpu", precision="bf16")._small_batches is None
     assert fp32.encode([], normalize=True).shape == (0, fp32.dim)
 
 
-def test_word_projections_are_computed_once_and_warm_up_fills_them(shared_data):
+def test_word_projections_are_computed_once_and_warm_up_fills_them(shared_data, mc_model):
     """Rows computed on first use equal the whole table computed at warm-up; the threaded
     split of the GRUs gives the same vectors as one thread running them all."""
     from qtsearch.inference import fused
 
-    encoder = load_encoder(None, device="cpu", precision="fp32")
+    encoder = load_encoder(mc_model, device="cpu", precision="fp32")
     ids = [encoder.token_ids(t) for t in _sentences(shared_data, 5)]
     lazy = SmallBatchEncoder.for_model(encoder.model)
     first = lazy.embed(ids)
@@ -103,13 +103,13 @@ def test_length_groups_only_where_they_save_padding():
         torch.testing.assert_close(got, read(x, lengths))
 
 
-def test_a_forked_child_encodes_queries_too(shared_data):
+def test_a_forked_child_encodes_queries_too(shared_data, mc_model):
     """The helper threads are per process: a child forked after queries (a pre-forking
     server) must not wait forever on its parent's threads, which do not exist in the child."""
     import os
     import time
 
-    encoder = load_encoder(None, device="cpu", precision="fp32")
+    encoder = load_encoder(mc_model, device="cpu", precision="fp32")
     texts = _sentences(shared_data, 2)
     parent = encoder.encode(texts)  # the helper threads now exist in this process
     pid = os.fork()

@@ -525,7 +525,8 @@ def damaged_index(kind: str, good: Path, folder: Path, other_model: Path) -> Pat
     shutil.copytree(good, idx)
     if kind == "counts-disagree":
         conn = sqlite3.connect(idx / "meta.sqlite")
-        conn.execute("INSERT INTO sentences VALUES (1, 'extra', 'x', 1, 0, 1)")
+        conn.execute("INSERT INTO sentences (id, text, source, line, doc, position) "
+                     "VALUES (1, 'extra', 'x', 1, 0, 1)")
         conn.commit()
         conn.close()
     elif kind == "no-faiss":

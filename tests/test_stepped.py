@@ -35,9 +35,9 @@ def _reference(encoder, batch, lengths, dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.slow
-def test_stepped_path_equals_the_torch_modules(shared_data, tiny_model, dtype):
-    """uni-GRU (the session's tiny model) and MC-QT (the shipped model), rows in input order."""
-    for path in (tiny_model, None):
+def test_stepped_path_equals_the_torch_modules(shared_data, tiny_model, mc_model, dtype):
+    """uni-GRU (the session's tiny model) and MC-QT (a small one), rows in input order."""
+    for path in (tiny_model, mc_model):
         encoder = load_encoder(path, device="cpu", precision="fp32")
         batch, lengths = _batch(encoder, shared_data, 60)
         fast = SteppedEncoder.for_model(encoder.model, dtype)
@@ -51,8 +51,8 @@ def test_stepped_path_equals_the_torch_modules(shared_data, tiny_model, dtype):
             assert cos.min() > 0.999
 
 
-def test_encoder_uses_it_on_the_cpu_for_batches(shared_data):
-    encoder = load_encoder(None, device="cpu", precision="bf16")
+def test_encoder_uses_it_on_the_cpu_for_batches(shared_data, mc_model):
+    encoder = load_encoder(mc_model, device="cpu", precision="bf16")
     assert encoder._large_batches is not None and encoder._large_batches.dtype == torch.bfloat16
     batch, lengths = _batch(encoder, shared_data, 40)
     ids = [row[:n].tolist() for row, n in zip(batch, lengths.tolist(), strict=True)]
@@ -73,11 +73,12 @@ def test_models_without_gru_readers_or_too_large_keep_nn_modules(monkeypatch):
 
 
 @pytest.mark.slow
-def test_batches_in_flight_come_back_in_order_and_a_caller_may_stop_early(shared_data):
+def test_batches_in_flight_come_back_in_order_and_a_caller_may_stop_early(shared_data,
+                                                                          mc_model):
     """embed_all hands batches to the helper threads ahead of the caller (two torch threads
     here, the suite's one would step them in this thread): each result is its own batch's
     (tagged), and stopping after the first leaves torch's thread count as it was."""
-    encoder = load_encoder(None, device="cpu", precision="bf16")
+    encoder = load_encoder(mc_model, device="cpu", precision="bf16")
     fast = encoder._large_batches
     batch, lengths = _batch(encoder, shared_data, 40)
     parts = [(i, batch[i : i + 8], lengths[i : i + 8]) for i in range(0, 40, 8)]
