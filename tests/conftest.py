@@ -88,6 +88,22 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def emma_lines(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """900 sentences of Emma, one a line (lines mode: tokenising stays cheap)."""
+    import itertools
+
+    from qtsearch.text.reader import read_sentences
+
+    path = tmp_path_factory.mktemp("emma_lines") / "emma.txt"
+    sentences = read_sentences([_shared() / "gutenberg/0003-austen-jane--emma.txt.gz"],
+                               split=True)
+    path.write_text("\n".join(" ".join(s.text.split())
+                              for s in itertools.islice(sentences, 900)) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
 def mc_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small MC-QT model (bi-GRUs over frozen GloVe ⊕ trainable words), the architecture of
     the previous shipped model: the fused and stepped inference paths read its GRUs."""

@@ -11,7 +11,6 @@ a user's `kill -9` would be.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
@@ -29,11 +28,9 @@ from safetensors.numpy import load_file
 
 from qtsearch.cli import main
 from qtsearch.index import open_faiss_index
-from qtsearch.text.reader import read_sentences
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"
 
 #: Runs the CLI (argv after the first five arguments) with MODULE:ATTR wrapped so that the
 #: process SIGKILLs itself (or sends itself $QT_TEST_SIGNAL) before/after the n-th call whose
@@ -88,14 +85,9 @@ def run_cli(*argv: str) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def train_corpus(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """900 sentences of Emma, one a line (lines mode: tokenising stays cheap)."""
-    path = tmp_path_factory.mktemp("crash_train") / "emma.txt"
-    sentences = read_sentences([shared_data / BOOK], split=True)
-    path.write_text("\n".join(" ".join(s.text.split())
-                              for s in itertools.islice(sentences, 900)) + "\n",
-                    encoding="utf-8")
-    return path
+def train_corpus(emma_lines: Path) -> Path:
+    """900 sentences of Emma, one a line (conftest)."""
+    return emma_lines
 
 
 def train_argv(corpus: Path, out: Path) -> list[str]:

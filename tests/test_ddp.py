@@ -8,7 +8,6 @@ itself) running the `qtsearch` command line, on 900 real sentences of *Emma*.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shutil
@@ -26,12 +25,10 @@ from safetensors.numpy import load_file
 from qtsearch.cli import main
 from qtsearch.errors import UsageError
 from qtsearch.models.folder import read_metrics
-from qtsearch.text.reader import read_sentences
 from qtsearch.training.distributed import World, nproc_option
 from qtsearch.training.loop import batch_seed
 from qtsearch.training.trainer import TrainConfig, text_loop, train
 
-BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"
 BOOK_2 = "0728-dickens-charles--a-tale-of-two-cities.txt.gz"
 SNLI = "nli/ketm/data/snli/test.txt"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -56,14 +53,9 @@ main(sys.argv[1:])
 
 
 @pytest.fixture(scope="module")
-def emma(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """900 sentences of Emma, one a line."""
-    path = tmp_path_factory.mktemp("ddp") / "emma.txt"
-    sentences = read_sentences([shared_data / BOOK], split=True)
-    path.write_text("\n".join(" ".join(s.text.split())
-                              for s in itertools.islice(sentences, 900)) + "\n",
-                    encoding="utf-8")
-    return path
+def emma(emma_lines: Path) -> Path:
+    """900 sentences of Emma, one a line (conftest)."""
+    return emma_lines
 
 
 def qt_argv(corpus: Path, out: Path, steps: int, *more: str) -> list[str]:
