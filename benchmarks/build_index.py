@@ -265,8 +265,9 @@ def main() -> None:
                    "disk_bytes": folder_bytes(out), "rss_over_index": rss - index_bytes,
                    "embed_gflops": embed_gflops,
                    "embed_share_of_matmul": embed_gflops / figures["matmul_gflops"],
+                   # a model without GRUs (the mean of words) has no matmul to compare
                    "executed_share_of_matmul": embed_gflops / figures["matmul_gflops"]
-                   * figures["executed_flops_per_token"] / figures["flops_per_token"],
+                   * figures["executed_flops_per_token"] / max(figures["flops_per_token"], 1),
                    "recall": m.get("build", {}).get("recall", {})}
             row["sentences_per_s"] = got / row["total_s"]
             row["fts_s"] = fts_seconds(out, work)
