@@ -19,6 +19,7 @@ punctuation).
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import io
 import itertools
@@ -26,6 +27,7 @@ import json
 import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol, TypeVar
@@ -185,17 +187,20 @@ def _fields(fh: IO[str]) -> Iterator[str]:
         yield from line.split("\t")
 
 
-def eval_sentences(folder: Path) -> set[str]:
+@functools.lru_cache(maxsize=2)
+def eval_sentences(folder: Path) -> frozenset[str]:
     """Every tab-separated field of every data file under `folder`, normalised (scores and ids
-    come along; they never equal a sentence)."""
+    come along; they never equal a sentence). Read once per process: a multi-task run filters
+    its NLI and its paraphrase pairs against the same files."""
     files = [f for f in sorted(Path(folder).rglob("*"))
              if f.is_file() and not any(w in f.name.lower() for w in _NOT_DATA)]
     if not files:
         raise InputError(f"{folder}: no evaluation files to keep out of training")
-    return {normalise(x) for f in files for x in _read_all(f, lambda fh: list(_fields(fh)))}
+    return frozenset(normalise(x) for f in files
+                     for x in _read_all(f, lambda fh: list(_fields(fh))))
 
 
-def drop_overlap(pairs: Iterable[P], held: set[str]) -> tuple[list[P], int]:
+def drop_overlap(pairs: Iterable[P], held: AbstractSet[str]) -> tuple[list[P], int]:
     """(the pairs none of whose sentences is in `held`, how many were dropped); a pair is
     anything with `sentences()`: paraphrase pairs, NLI pairs."""
     kept, dropped = [], 0

@@ -29,14 +29,19 @@ from torch import Tensor
 
 from qtsearch.errors import UsageError
 from qtsearch.models.objective import BatchStats, qt_loss
-from qtsearch.paths import data_root
 from qtsearch.text.nli import read_nli
-from qtsearch.text.pairs import drop_overlap, eval_sentences, read_pairs
+from qtsearch.text.pairs import read_pairs
 from qtsearch.training.checkpoint import writable_folder
 from qtsearch.training.infersent import pairs_vocab, pretrained_vectors, sentence_encoder
 from qtsearch.training.loop import TASK_SCHEDULES, Loop, RunResult, Runtime, Task
 from qtsearch.training.nli import NLITrainConfig, nli_sentences, nli_split, nli_task
-from qtsearch.training.pairs import PairsOptions, pair_sentences, pairs_split, pairs_task
+from qtsearch.training.pairs import (
+    PairsOptions,
+    pair_sentences,
+    pairs_split,
+    pairs_task,
+    without_eval_sentences,
+)
 from qtsearch.training.progress import Display
 from qtsearch.training.tasks.corpus import CorpusTask, check_context
 from qtsearch.training.teacher import TeacherOptions, minilm_teacher, teacher_data, teacher_task
@@ -104,10 +109,8 @@ def multitask_loop(config: MultitaskConfig, progress: bool = True,
         facts |= blocks.facts()
     if nli_pairs:
         if config.eval_filter:
-            nli_pairs, dropped = drop_overlap(nli_pairs, eval_sentences(
-                data_root(config.data, need="sts")))
-            display.note(f"NLI: {dropped:,} pairs dropped for sharing a sentence with the "
-                         "evaluation files")
+            nli_pairs, dropped, where = without_eval_sentences(nli_pairs, config)
+            display.note(f"NLI: {dropped:,} pairs dropped for sharing a sentence {where}")
             facts["nli_dropped_eval"] = dropped
         nli = nli_split(config, nli_pairs, display)
         sentences += nli_sentences(nli.train)

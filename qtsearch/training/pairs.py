@@ -19,7 +19,7 @@ from torch import nn
 
 from qtsearch.errors import UsageError
 from qtsearch.paths import data_root
-from qtsearch.text.pairs import Pair, drop_overlap, eval_sentences, hold_out, read_pairs
+from qtsearch.text.pairs import P, Pair, drop_overlap, eval_sentences, hold_out, read_pairs
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.infersent import InferSentConfig, Split, infersent_loop
 from qtsearch.training.loop import Loop, RunResult, Runtime
@@ -58,15 +58,22 @@ class PairsTrainConfig(InferSentConfig, PairsOptions):
         self.check_pairs()
 
 
+def without_eval_sentences(items: list[P], options: PairsOptions) -> tuple[list[P], int, str]:
+    """(the items none of whose sentences is in an evaluation file under the data folder's
+    sts/, how many were dropped, where they were checked); all kept with --no-eval-filter.
+    Paraphrase pairs and (in train-multitask) NLI pairs go through it."""
+    if not options.eval_filter:
+        return items, 0, "not checked (--no-eval-filter)"
+    folder = data_root(options.data, need="sts")
+    kept, dropped = drop_overlap(items, eval_sentences(folder))
+    return kept, dropped, f"with the evaluation files under {folder}"
+
+
 def pairs_split(pairs: list[Pair], valid_files: list[str], fraction: float, seed: int,
                 options: PairsOptions, display: Display) -> Split[Pair]:
     """Evaluation sentences dropped, then training and validation pairs: --valid files, or
     held-out anchors."""
-    dropped_eval, where = 0, "not checked (--no-eval-filter)"
-    if options.eval_filter:
-        folder = data_root(options.data, need="sts")
-        pairs, dropped_eval = drop_overlap(pairs, eval_sentences(folder))
-        where = f"with the evaluation files under {folder}"
+    pairs, dropped_eval, where = without_eval_sentences(pairs, options)
     if valid_files:
         train, valid = pairs, read_pairs(valid_files)
     else:
