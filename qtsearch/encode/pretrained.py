@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from qtsearch.encode.static import PCA_DIMS, word_vectors
 from qtsearch.errors import ModelError
 
 
@@ -43,17 +44,10 @@ def glove_matrix(words: list[str]) -> tuple[np.ndarray, float]:
     return out, hits / max(1, len(words))
 
 
-def model2vec_matrix(words: list[str]) -> tuple[np.ndarray, float]:
-    """model2vec's vectors for `words` (imported late: only this source needs model2vec)."""
-    from qtsearch.encode.static import word_vectors
-
-    return word_vectors(words)
-
-
 #: --word-vectors: name → (width, rows for a vocabulary and their coverage)
 WORD_VECTORS: dict[str, tuple[int, Callable[[list[str]], tuple[np.ndarray, float]]]] = {
     "glove": (50, glove_matrix),
-    "model2vec": (256, model2vec_matrix),  # static.PCA_DIMS
+    "model2vec": (PCA_DIMS, word_vectors),
 }
 
 
