@@ -13,6 +13,7 @@ import pytest
 
 from qtsearch.errors import IndexError_, InputError, UsageError
 from qtsearch.index import backend as backend_module
+from qtsearch.index.store import MetadataStore
 from qtsearch.query.fusion import convex, rrf
 from qtsearch.query.lexical import LexicalSearch, query_words
 from qtsearch.query.search import MODES, Index
@@ -122,6 +123,25 @@ def test_word_counts_are_learned_in_one_pass(index, monkeypatch):
     monkeypatch.setattr(learned.store, "term_rows", lambda *a: pytest.fail("looked up"))
     assert {w: learned.rows_of(w) for w in words} == {w: expected[w] for w in words}
     assert expected["the"] == 101 and 0 < expected["hartfield"] <= 100
+
+
+def test_learned_counts_plan_as_the_cold_lookups(tmp_path):
+    """A word that is another word's stem counts by its own stem once counts are learned:
+    "nothingness" is indexed as "nothing", while "nothing" is searched as "noth"."""
+    texts = ["Nothingness was vast.", *(f"There was nothing in box {i}." for i in range(5)),
+             "Dan’s dog barked.", "It rained on the café."]
+    with MetadataStore.create(tmp_path / "m.sqlite") as store:
+        store.insert_many([(i, t, "t.txt", i, 0, i) for i, t in enumerate(texts)])
+        store.fts_create()
+        store.fts_fill(0)
+    words = ("nothing", "nothingness", "dan’s", "rained", "cafe", "Café", "absent")
+    with MetadataStore.open(tmp_path / "m.sqlite") as store:
+        cold = LexicalSearch(store, budget=3)
+        warm = LexicalSearch(store, budget=3)
+        warm.learn_counts()
+        assert {w: warm.rows_of(w) for w in words} == {w: cold.rows_of(w) for w in words}
+        assert [warm.rows_of(w) for w in words] == [4, 1, 1, 1, 1, 1, 0]
+        assert warm.plan("nothing nothingness") == cold.plan("nothing nothingness")
 
 
 def test_fusions_on_known_scores():

@@ -63,9 +63,10 @@ _INSERT = f"INSERT INTO sentences ({', '.join(COLUMNS)}) VALUES ({', '.join('?' 
 _MMAP_BYTES = 1 << 40
 #: The full-text (FTS5, BM25) table over `sentences.text`, keyed by the same ids as the vectors.
 FTS_TABLE = "sentences_fts"
+#: How FTS5 cuts and stems the texts (and query words: "rained" is searched as "rain").
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 _FTS_CREATE = (f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(text, "
-               "content='sentences', content_rowid='id', "
-               "tokenize='porter unicode61 remove_diacritics 2')")
+               f"content='sentences', content_rowid='id', tokenize='{FTS_TOKENIZE}')")
 #: Rows per fetch when streaming the table out (Parquet export): bounded memory.
 _CHUNK = 50_000
 #: SQLite limits bound parameters per statement (32766 in modern builds): chunk `IN (...)`.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numba
@@ -18,6 +19,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
 _pools: dict[str, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
 
 
 def helpers(purpose: str) -> ThreadPoolExecutor:
@@ -25,13 +27,16 @@ def helpers(purpose: str) -> ThreadPoolExecutor:
     core, a pool per purpose ("queries", "batches"): a query's half never queues behind the
     GRU groups of batches in flight. Pools are per process: a child forked after work does
     not inherit its parent's threads, so it makes its own."""
-    if purpose not in _pools:
-        _pools[purpose] = ThreadPoolExecutor(os.cpu_count() or 1, f"qtsearch-{purpose}")
-    return _pools[purpose]
+    with _pools_lock:
+        if purpose not in _pools:
+            _pools[purpose] = ThreadPoolExecutor(os.cpu_count() or 1, f"qtsearch-{purpose}")
+        return _pools[purpose]
 
 
 def _forget_helpers() -> None:
+    global _pools_lock
     _pools.clear()
+    _pools_lock = threading.Lock()  # one held by another thread at the fork stays held
 
 
 os.register_at_fork(after_in_child=_forget_helpers)
