@@ -37,6 +37,7 @@ def test_schema_wal_and_index(store, tmp_path):
     cols_of = {name: [r[2] for r in conn.execute(f"PRAGMA index_info({name})")]
                for name in indexes}
     assert ["doc", "position"] in cols_of.values()
+    assert ["title"] in cols_of.values() and ["doc_id"] in cols_of.values()  # filters
     conn.close()
 
 

@@ -56,6 +56,7 @@ sentences = Table(
     *(Column(name, Text) for name in COLUMNS[6:]),
     Index("ix_sentences_doc_position", "doc", "position"),
     Index("ix_sentences_title", "title"),  # `--where title=…` without a scan of every row
+    Index("ix_sentences_doc_id", "doc_id"),  # `--where doc_id=…`, the id a Wikipedia hit shows
 )
 
 _INSERT = f"INSERT INTO sentences ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
