@@ -187,3 +187,23 @@ def test_reader_round_trips_arbitrary_lines(
             list(read_sentences([f]))
         return
     assert [s.text for s in read_sentences([f])] == [ln.strip() for ln in expected]
+
+
+def test_corpus_signature_follows_contents_not_paths_or_times(shared_data, tmp_path):
+    """A corpus copied afresh (a new session's data mount, another machine) is the same
+    corpus, so `--resume` accepts it; a changed byte makes it another."""
+    import os
+    import shutil
+
+    from qtsearch.text.token_corpus import corpus_signature
+
+    book = shared_data / "gutenberg" / "0003-austen-jane--emma.txt.gz"
+    copy = tmp_path / "elsewhere" / book.name
+    copy.parent.mkdir()
+    shutil.copyfile(book, copy)
+    os.utime(copy, ns=(1, 1))
+    assert corpus_signature([book], True, 100, 50) == corpus_signature([copy], True, 100, 50)
+    assert corpus_signature([book], True, 100, 50) != corpus_signature([book], False, 100, 50)
+    with open(copy, "ab") as f:
+        f.write(b"\n")
+    assert corpus_signature([book], True, 100, 50) != corpus_signature([copy], True, 100, 50)

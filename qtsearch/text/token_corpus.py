@@ -30,11 +30,13 @@ _CHUNK = 1 << 16
 def corpus_signature(
     paths: Iterable[str | os.PathLike], split: bool, vocab_size: int, max_len: int
 ) -> str:
-    """Identifies a corpus build: the files (path, size, mtime) and the options."""
+    """Identifies a corpus build: the files' contents, in order, and the options. Not their
+    paths or times: data copied afresh (a new session's mount, another machine's folder)
+    is the same corpus, and `--resume` must accept it (hashing reads ~1 GB/s)."""
     h = hashlib.sha256(json.dumps([split, vocab_size, max_len]).encode())
     for f in list_files(paths):
-        st = f.stat()
-        h.update(f"{f.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())
+        with open(f, "rb") as fh:
+            h.update(hashlib.file_digest(fh, "sha256").digest())
     return h.hexdigest()[:16]
 
 

@@ -102,7 +102,7 @@ class Split(Generic[T]):
 def corpus_words(paths: Sequence[str], size: int, cache: Path) -> list[str]:
     """The `size` most frequent words (case kept, as the tokeniser gives them) of text files or
     folders read as running text, WikiExtractor markup dropped; kept in `cache` under the files'
-    signature (path, size, mtime), so a resumed run does not read books + Wikipedia again."""
+    signature (their contents), so a resumed run does not read books + Wikipedia again."""
     path = cache / f"words-{corpus_signature(paths, True, size, 0)}.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))

@@ -6,7 +6,7 @@ sentence's id is its row in that selection; the selection's signature (a hash of
 and the teacher's fingerprint (a hash of its weights) name the cache folder, so any run over
 the same selection with the same teacher reuses the vectors and a changed teacher or selection
 never meets stale ones. The selection itself is kept too (`ROOT/selections/`, keyed by the files'
-paths, sizes and mtimes and the count), so a run over books + Wikipedia reads them once, not at
+contents and the count), so a run over books + Wikipedia reads them once, not at
 every start.
 
 On disk: `ROOT/FINGERPRINT/SIGNATURE/` holds `shard_NNNNN.npy` (fp16, L2-normalised rows
@@ -65,8 +65,8 @@ def select_sentences(paths: Iterable[str | os.PathLike], n: int) -> list[str]:
 
 
 def cached_selection(paths: Sequence[str | os.PathLike], n: int, root: Path) -> list[str]:
-    """`select_sentences`, read from `root/selections/` when the same files (path, size, mtime)
-    were selected with the same `n` before."""
+    """`select_sentences`, read from `root/selections/` when the same files (by content) were
+    selected with the same `n` before."""
     path = Path(root) / "selections" / f"{corpus_signature(paths, True, n, MAX_TOKENS)}.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
