@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from qtsearch.encode.encoder import Encoder, load_encoder
+if TYPE_CHECKING:
+    from qtsearch.encode.encoder import Encoder, load_encoder
+    from qtsearch.query.search import Index
 
 __all__ = ["Encoder", "Index", "load_encoder"]
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    # `Index` pulls in faiss and the metadata store: only when asked for, so that
-    # `import qtsearch` (and every CLI command that does not query) stays light.
+    # `Encoder` pulls in torch, `Index` faiss and the metadata store: only when asked for, so
+    # that `import qtsearch` (the CLI before it has parsed anything) stays light.
+    if name in ("Encoder", "load_encoder"):
+        from qtsearch.encode import encoder
+
+        return getattr(encoder, name)
     if name == "Index":
         from qtsearch.query.search import Index
 

@@ -15,7 +15,6 @@ from typer.exceptions import TyperException
 
 from qtsearch.commands import register_all
 from qtsearch.errors import OutputError, QTSearchError, UsageError
-from qtsearch.training.distributed import env_rank, launch, nproc_option
 
 
 class _Group(TyperGroup):
@@ -72,15 +71,26 @@ def _fail(e: QTSearchError) -> None:
     sys.exit(e.code)
 
 
+def _launcher_needed(argv: list[str]) -> bool:
+    """`train… --nproc N`, or any command inside a torchrun job: the only ones that need the
+    process launcher, whose module imports torch (seconds) before anything is parsed."""
+    nproc = any(a == "--nproc" or a.startswith("--nproc=") for a in argv)
+    return "RANK" in os.environ or (nproc and bool(argv) and argv[0].startswith("train"))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script and of `python cli.py`."""
     _setup_logging()
-    if env_rank() != 0:  # a torchrun job: its first process alone prints results
-        _drop_stdout()
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        nproc, argv = nproc_option(sys.argv[1:] if argv is None else argv)
-        if nproc > 1:  # `qtsearch train … --nproc N`: the N processes run this command
-            sys.exit(launch(nproc, argv))
+        if _launcher_needed(argv):
+            from qtsearch.training.distributed import env_rank, launch, nproc_option
+
+            if env_rank() != 0:  # a torchrun job: its first process alone prints results
+                _drop_stdout()
+            nproc, argv = nproc_option(argv)
+            if nproc > 1:  # `qtsearch train … --nproc N`: the N processes run this command
+                sys.exit(launch(nproc, argv))
         # not standalone: usage errors come here, to be printed as one line
         code = app(args=argv, prog_name="qtsearch", standalone_mode=False)
         sys.stdout.flush()

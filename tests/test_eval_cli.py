@@ -23,7 +23,7 @@ def test_json_has_results_per_encoder_task_and_metric(tiny_model, shared_data, c
     code, out, _ = run_cli(
         ["eval", str(tiny_model), "--baselines", "glove", "--tasks", "MR,SICK-R,STS16,NextSent",
          "--limit", "120", "--queries", "100", "--books", str(shared_data / SMALL_BOOK),
-         "--data", str(shared_data), "--json", "-q"], capsys)
+         "--data", str(shared_data), "--json", "-q", "--no-cache"], capsys)
     assert code == 0
     data = json.loads(out)
     model = Path(tiny_model).name
@@ -42,7 +42,8 @@ def test_json_has_results_per_encoder_task_and_metric(tiny_model, shared_data, c
 def test_markdown_table_and_rich_table(tiny_model, shared_data, tmp_path, capsys):
     md = tmp_path / "eval.md"
     code, out, _ = run_cli(["eval", str(tiny_model), "--tasks", "STS13,TREC", "--limit", "100",
-                            "--data", str(shared_data), "--markdown", str(md), "-q"], capsys)
+                            "--data", str(shared_data), "--markdown", str(md), "-q",
+                            "--no-cache"], capsys)
     assert code == 0
     assert "TREC" in out and "STS13" in out and "InferSent" in out  # the Rich table
     lines = md.read_text().splitlines()
@@ -56,6 +57,7 @@ def test_markdown_table_and_rich_table(tiny_model, shared_data, tmp_path, capsys
     [
         (["--tasks", "nosuchtask"], 2, "unknown task 'nosuchtask'"),
         (["--limit", "3"], 2, "--limit must be at least 10"),
+        (["--solver", "newton"], 2, "unknown --solver 'newton'"),
         (["--data", "/nonexistent/data"], 3, "data folder not found"),
         (["--books", "/nonexistent/book.txt", "--tasks", "NextSent"], 3, "no such file"),
     ],

@@ -131,12 +131,11 @@ def test_kfold_folds_partition_and_score_range():
 
 def test_score_distribution_targets_have_the_right_mean():
     y = np.array([1.0, 2.5, 4.9, 5.0, 3.2])
-    rows, classes, weights = classifier.expand_scores(y, 1, 5)
-    for i, target in enumerate(y):
-        mine = rows == i
-        assert weights[mine].sum() == pytest.approx(1.0)
-        assert (weights[mine] * classes[mine]).sum() == pytest.approx(target)
-    assert classes.min() >= 1 and classes.max() <= 5
+    targets, classes = classifier.score_targets(y, 1, 5)
+    assert classes.tolist() == [1, 2, 3, 4, 5]
+    assert np.allclose(targets.sum(axis=1), 1.0) and targets.min() >= 0
+    assert np.allclose(targets @ classes, y)
+    assert ((targets > 0).sum(axis=1) <= 2).all()  # mass on floor(y) and floor(y)+1 only
 
 
 def test_ranks_excludes_the_query_and_counts_ties_against_the_target():
@@ -152,7 +151,7 @@ def tiny_runs(tiny_model, shared_data):
     """Every task on a slice, run once with the tiny trained model."""
     books = [str(shared_data / SMALL_BOOK)]
     config = EvalConfig(data_dir=str(shared_data), limit=150, books=books, queries=300,
-                        folds=5)
+                        folds=5, cache=False)
     return evaluate([load_encoder(tiny_model, device="cpu")], config, progress=False)
 
 
@@ -193,5 +192,6 @@ def test_embedding_cache_encodes_each_text_once():
 
 def test_glove_is_clearly_above_chance_on_subj(shared_data):
     config = EvalConfig(tasks=["SUBJ"], data_dir=str(shared_data), limit=1000)
-    run = evaluate([GloveBow()], config, progress=False)
+    run = evaluate([GloveBow()], EvalConfig(**{**config.__dict__, "cache": False}),
+                   progress=False)
     assert run.encoders[0].results["SUBJ"]["acc"] > 75  # chance 50; full data gives ~89

@@ -67,12 +67,18 @@ class IndexStage:
         alone can differ in the last bits), so a derived index equals the direct build."""
         return sample_rows(self.vectors(), self.count, size, seed)
 
-    def _fill(self, key: str, dim: int, device: str, train_size: int,
-              bar: Callable[[float], None]) -> FaissBuilder:
-        """A trained index of every shard (train on a fixed-seed sample, add shard by shard)."""
+    def _trained(self, key: str, dim: int, device: str, train_size: int) -> FaissBuilder:
+        """An empty index trained on a fixed-seed sample (reruns and the Ray engine train the
+        same one)."""
         builder = FaissBuilder(key, dim, device)
         if builder.needs_training:
             builder.train(self.sample(max(train_size, 1), _SEED))
+        return builder
+
+    def _fill(self, key: str, dim: int, device: str, train_size: int,
+              bar: Callable[[float], None]) -> FaissBuilder:
+        """A trained index of every shard (train on a fixed-seed sample, add shard by shard)."""
+        builder = self._trained(key, dim, device, train_size)
         builder.reserve(self.count)
         bar(1)
         for vectors in self.vectors():

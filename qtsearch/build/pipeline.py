@@ -33,6 +33,7 @@ from qtsearch.build.folders import file_checksum, folder_bytes, swap_in
 from qtsearch.build.index_stage import IndexStage, build_fields, manifest_fields
 from qtsearch.build.progress import Progress
 from qtsearch.build.state import SHARDS, STATE_FILE, BuildState
+from qtsearch.build.tokens import shard_inputs
 from qtsearch.config import save_config
 from qtsearch.encode.encoder import Encoder, load_encoder
 from qtsearch.errors import IndexError_, InputError, Interrupted, OutputError, UsageError
@@ -220,9 +221,10 @@ class Builder:
         batches of token ids, `Encoder.encode_ids`); any other encoder (MiniLM, model2vec,
         GloVe: only `encode()`) is given each shard's texts.
 
-        Where `Encoder.tokenises_alongside`, a thread tokenises the next shard meanwhile: in
-        the main thread tokenising took 29 of the 43 s embedding stage of a 1M-sentence build
-        on an H100, the GPU idle meanwhile, and ~6% of the stage on 2 CPU cores."""
+        Where `Encoder.tokenises_alongside`, the next shard is tokenised meanwhile, by worker
+        processes on every core (qtsearch.build.tokens; a thread for small builds): in the
+        main thread tokenising took 29 of the 43 s embedding stage of a 1M-sentence build on
+        an H100, the GPU idle meanwhile, and ~6% of the stage on 2 CPU cores."""
         c = self.config
         t0 = time.perf_counter()
         count, shards = self.state["read"]["count"], self.state["read"]["shards"]
@@ -231,15 +233,14 @@ class Builder:
                       for i in done)
         fast = isinstance(encoder, Encoder)
 
-        def inputs(shard: int) -> list[Any]:
-            texts = shard_files.read_texts(shard_files.rows_path(self.shards, shard))
-            return [encoder.token_ids(t) for t in texts] if fast else texts
+        def texts(shard: int) -> list[str]:
+            return shard_files.read_texts(shard_files.rows_path(self.shards, shard))
 
         todo = [i for i in range(shards) if i not in done]
-        with self.progress.stage("embed", count, "sentences") as advance:
+        with self.progress.stage("embed", count, "sentences") as advance, shard_inputs(
+                texts, todo, count - already, encoder if fast else None) as inputs:
             advance(already)
-            ahead = fast and encoder.tokenises_alongside
-            for i, batch in zip(todo, shard_files.one_ahead(inputs, todo, ahead), strict=True):
+            for i, batch in zip(todo, inputs, strict=True):
                 embed = encoder.encode_ids if fast else encoder.encode
                 vectors = embed(batch, c.batch_size, normalize=True, progress=advance)
                 shard_files.write_npy(shard_files.emb_path(self.shards, i),
@@ -277,12 +278,15 @@ class Builder:
     def _index(self, dim: int) -> None:
         t0 = time.perf_counter()
         read = self.state["read"]
-        stage = IndexStage(self._vectors, read["count"], read["shards"], self.progress,
-                           self.transform)
+        stage = self._index_stage(read["count"], read["shards"])
         info = stage.run(dim, self.config.index, self.config.device, self.partial / INDEX_FILE)
         with self.state.lock:
             self.state["index"] = info
         self.state.timed("index", t0)
+
+    def _index_stage(self, count: int, shards: int) -> IndexStage:
+        """The index stage over the embedded shards (the Ray engine fills it on its workers)."""
+        return IndexStage(self._vectors, count, shards, self.progress, self.transform)
 
     def _metadata(self) -> None:
         t0 = time.perf_counter()

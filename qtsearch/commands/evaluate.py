@@ -19,10 +19,11 @@ HELP = (
     "(10-fold CV), TREC SST2; pairs = MSRP SICK-E; relatedness = SICK-R STSB (dev); "
     "sts = STS12 … STS16 (cosine, no training); retrieval = NextSent (the true next sentence "
     "among all sentences of held-out Gutenberg books).\n\n"
-    "Probes are scikit-learn logistic regressions on frozen, standardised embeddings, the L2 "
-    "penalty chosen on dev data or inner folds. Accuracy and F1 are in %, correlations in "
-    "[-1, 1]. --json prints {results: {encoder: {task: {metric: value}}}, reference, encoders, "
-    "config}."
+    "Probes are logistic regressions on frozen, standardised embeddings, the L2 penalty chosen "
+    "on dev data or inner folds. Sentence vectors are kept in $QTSEARCH_CACHE/eval/ per model "
+    "fingerprint, so a second run only fits probes (--no-cache: encode anew, keep nothing). "
+    "Accuracy and F1 are in %, correlations in [-1, 1]. --json prints {results: {encoder: "
+    "{task: {metric: value}}}, reference, encoders, config}."
 )
 
 
@@ -46,6 +47,11 @@ def evaluate(
     seed: int = typer.Option(0, help="Seed of folds, samples and probes."),
     device: str = typer.Option("auto", help="auto | cpu | cuda (encoding only)."),
     batch_size: int = typer.Option(256, help="Sentences per encoding batch."),
+    solver: str = typer.Option("lbfgs", help="Probe solver: lbfgs (ours, one probe at a time, "
+                               "warm-started), batched (all probes of a stage in one L-BFGS) "
+                               "or sklearn (the reference, as before)."),
+    cache: bool = typer.Option(True, "--cache/--no-cache", help="Read and keep sentence vectors "
+                               "in $QTSEARCH_CACHE/eval/ (per model fingerprint)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
     markdown: str | None = typer.Option(None, "--markdown", "-M", metavar="FILE",
                                         help="Also write the table as Markdown (- for stdout)."),
@@ -55,15 +61,18 @@ def evaluate(
     from qtsearch.evaluation import report
     from qtsearch.evaluation.engine import EvalConfig, load_tasks
     from qtsearch.evaluation.engine import evaluate as run_eval
+    from qtsearch.evaluation.solvers import SOLVERS
     from qtsearch.evaluation.tasks.reference import REFERENCE
 
     if limit is not None and limit < 10:
         raise UsageError("--limit must be at least 10")
     if queries < 1:
         raise UsageError("--queries must be positive")
+    if solver not in SOLVERS:
+        raise UsageError(f"unknown --solver {solver!r}; choose from {', '.join(SOLVERS)}")
     config = EvalConfig(tasks=[tasks], data_dir=str(data) if data else None, limit=limit,
                         seed=seed, books=[str(b) for b in books] if books else None,
-                        queries=queries, batch_size=batch_size)
+                        queries=queries, batch_size=batch_size, solver=solver, cache=cache)
     loaded = load_tasks(config)  # bad task names or data fail before any model loads
     named = [*(models or []), *(model_opts or [])]
     specs = (named or ["default"]) + [b.strip() for b in baselines.split(",") if b.strip()]

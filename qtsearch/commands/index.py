@@ -8,14 +8,14 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from qtsearch.build.append import add_to_index, split_option
-from qtsearch.build.pipeline import IndexConfig, build_index, total_seconds
 from qtsearch.build.state import STAGES
 from qtsearch.commands.common import err, out
 from qtsearch.errors import OutputError
 from qtsearch.index.manifest import META_FILE, read_manifest
-from qtsearch.index.store import MetadataStore
-from qtsearch.index.transform import DEFAULT_FIT
+
+# The builders (torch, faiss, SQLAlchemy, numpy) are imported in the commands that run them, so
+# that `qtsearch --help` and every other command start without them; hence --fit's default is
+# written out ("auto", index.transform.DEFAULT_FIT: tests/test_startup.py checks they agree).
 
 BUILD_HELP = (
     "Turn a corpus into a searchable index (FAISS vectors + SQLite metadata).\n\n"
@@ -46,6 +46,8 @@ def summary_table(manifest: dict[str, Any], bytes_on_disk: int, resumed: bool = 
     """Time per stage and throughput of a finished build. The caption is one phrase a line,
     and the table at least as wide as the longest, so no phrase is ever cut in two; after a
     resumed build the times (and the total) include the earlier, interrupted runs."""
+    from qtsearch.build.pipeline import total_seconds
+
     n = manifest["count"]
     fit = (manifest.get("transform") or {}).get("spec", "none")
     phrases = [f"{manifest['index_type']} ({manifest['index_key']})",
@@ -91,21 +93,36 @@ def build_index_cmd(
         50_000, help="Sentences per on-disk shard (the unit a rerun resumes from)."),
     batch_size: int = typer.Option(512, help="Sentences per embedding batch."),
     fit: str = typer.Option(
-        DEFAULT_FIT, "--fit", help="Vectors fitted to the corpus, applied to every vector "
+        "auto", "--fit", help="Vectors fitted to the corpus, applied to every vector "
         "and query: auto | none | centre | abtt:D (remove the top D principal directions) | "
         "whiten:K (whiten to K dims); auto: whiten:768 under 300k sentences, centre from "
         "there on (where IVF is chosen)."),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Replace an existing index (kept until the new one is done)."),
     input_format: str = FORMAT_OPT,
+    engine: str = typer.Option(
+        "local", "--engine", help="local | ray: ray embeds the shards and fills the index on a "
+        "Ray cluster (extra [ray]); the same index as local."),
+    address: str | None = typer.Option(
+        None, "--address", help="With --engine ray: auto (a running cluster) or ray://HOST:PORT "
+        "(default: start Ray on this machine)."),
+    workers: int | None = typer.Option(
+        None, "--workers", help="With --engine ray: workers (default: one per CPU, or per "
+        "--gpus-per-worker GPUs)."),
+    gpus_per_worker: float = typer.Option(
+        0.0, "--gpus-per-worker", help="With --engine ray: GPUs each worker holds (0: CPU)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
+    from qtsearch.build.pipeline import IndexConfig
+    from qtsearch.build.ray_engine import RayOptions, build_on
+
     config = IndexConfig(
         corpus=[str(p) for p in corpus], model=str(model) if model else None,
         out=str(out_dir) if out_dir else None, index=index, split_sentences=split_sentences,
         device=device, precision=precision, parquet=parquet, shard_size=shard_size,
         batch_size=batch_size, overwrite=overwrite, fit=fit, input_format=input_format)
-    result = build_index(config, progress=not quiet, console=err)
+    result = build_on(engine, config, RayOptions(address, workers, gpus_per_worker),
+                      progress=not quiet, console=err)
     if not quiet:
         out.print(summary_table(result.manifest, result.bytes_on_disk, bool(result.resumed)))
     out.print(f"index of {result.manifest['count']:,} sentences → {result.path}")
@@ -126,6 +143,8 @@ def add_cmd(
     """Append sentences to an existing index, embedded with the index's own model.
 
     The index is updated on a copy that replaces it only when complete."""
+    from qtsearch.build.append import add_to_index, split_option
+
     split_sentences, how = split_option(read_manifest(index), split_sentences)
     result = add_to_index(index, [str(p) for p in corpus], split_sentences=split_sentences,
                           device=device, batch_size=batch_size, progress=not quiet,
@@ -143,6 +162,8 @@ def export_cmd(
 ) -> None:
     """Write an index's sentence metadata (id, text, source, line, doc, position; title, url,
     doc_id, section) to Parquet."""
+    from qtsearch.index.store import MetadataStore
+
     read_manifest(index)
     if file.exists() and not overwrite:
         raise OutputError(f"{file}: already exists (use --overwrite to replace it)")

@@ -14,14 +14,17 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from qtsearch.build.folders import index_info
 from qtsearch.commands.common import out, print_json
-from qtsearch.errors import ModelError
-from qtsearch.models.folder import is_model_folder, latest_validation, read_config, read_metrics
+from qtsearch.errors import ModelError, UsageError
+
+# qtsearch.models.folder (torch) and qtsearch.build.folders (SQLAlchemy) are imported where
+# used, so that the other commands start without them.
 
 
 def model_info(path: Path) -> dict[str, Any]:
     """Everything known about a model folder: its config, latest validation and last step."""
+    from qtsearch.models.folder import latest_validation, read_config, read_metrics
+
     config = read_config(path)
     val = latest_validation(path) or {}
     steps = [r["step"] for r in read_metrics(path) if isinstance(r.get("step"), int)]
@@ -118,9 +121,17 @@ def index_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
 def info(
     path: Path = typer.Argument(..., help="A model folder or an index folder."),
     as_json: bool = typer.Option(False, "--json", help="Print every field as JSON."),
+    plot: bool = typer.Option(False, "--plot", help="Draw a model's training curves (loss and "
+                              "validation against step) to training_curves.png beside its "
+                              "metrics.jsonl; needs matplotlib."),
+    plot_to: Path | None = typer.Option(None, "--plot-to", help="Draw them to this PNG file "
+                                        "instead (implies --plot; leaves the folder untouched)."),
 ) -> None:
     """Summarise a model (validation, architecture, vocabulary, training data and steps) or an
     index (size, type, model, corpus); --json prints everything, file lists included."""
+    from qtsearch.build.folders import index_info
+    from qtsearch.models.folder import is_model_folder
+
     if path.is_file():
         raise ModelError(f"{path}: is a file, not a model folder or an index folder")
     if (path / "manifest.json").is_file():  # an index folder
@@ -131,6 +142,13 @@ def info(
         rows = model_rows(data)
     else:
         raise ModelError(f"{path}: neither a model folder nor an index folder")
+    if plot or plot_to:
+        from qtsearch.training.plots import plot_folder
+
+        if data["kind"] != "model":
+            raise UsageError(f"{path}: an index has no training curves; --plot takes a model")
+        data["training_curves"] = str(plot_folder(path, plot_to))
+        rows.append(("training curves", data["training_curves"]))
     if as_json:
         print_json(data)
         return

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from qtsearch.commands.common import err, model_option, out, print_json, top_k_option
 from qtsearch.errors import InputError, UsageError
-from qtsearch.query.answers import (
-    Answer,
-    answer_analogy,
-    answer_ids,
-    answer_json,
-    answer_queries,
-)
+
+if TYPE_CHECKING:  # the query layer is imported by the commands that run (it reads text files)
+    from qtsearch.query.answers import Answer
 
 INDEX_ARG = typer.Argument(..., help="Index folder (made by `qtsearch build-index`).")
 K_OPT = top_k_option(10, help="Results per query (clamped to the index size).")
@@ -67,6 +64,8 @@ def _open(index: Path, model: Path | None, device: str, param: list[str] | None)
 def _print(answers: list[Answer], as_json: bool, titles: list[str] | None = None) -> None:
     """One answer per query, in order: its hits (a table, or JSON with the query's note), or
     its error (one `qtsearch: error:` line on stderr; in JSON also its `error` field)."""
+    from qtsearch.query.answers import answer_json
+
     if as_json:
         print_json([answer_json(q, hits, e) for q, hits, e in answers])
     from qtsearch.ui.shell import hits_table
@@ -121,6 +120,7 @@ def search(
     queries are still answered. A query mostly of words the model does not know gets a
     warning (and a `note` in --json): hybrid searches it by its words only."""
     k = old_k if old_k is not None else k
+    from qtsearch.query.answers import answer_ids, answer_queries
     from qtsearch.query.filters import parse_where
 
     if queries == ["-"]:
@@ -161,6 +161,8 @@ def analogy(
     review: D are positive versions of C. A, B and C themselves are left out of the results
     unless --keep-inputs."""
     k = old_k if old_k is not None else k
+    from qtsearch.query.answers import answer_analogy
+
     with _open(index, model, device, param) as idx:
         _print([answer_analogy(idx, a, b, c, k, keep_inputs)], as_json)
 

@@ -18,7 +18,6 @@ from qtsearch.commands.train_options import (
     RESUME,
     config_options,
 )
-from qtsearch.training.trainer import TrainConfig, train
 
 HELP = """Train a sentence encoder on text in reading order.
 
@@ -84,7 +83,11 @@ def train_command(
     resume: bool = RESUME,
     quiet: bool = QUIET,
 ) -> None:
-    config = TrainConfig(**config_options(locals(), ("corpus",)))
+    options = config_options(locals(), ("corpus",))
+    # imported here, not at the top: torch loads only once the line is parsed
+    from qtsearch.training.trainer import TrainConfig, train
+
+    config = TrainConfig(**options)
     out.print(train(config, resume=resume, progress=not quiet, console=err).summary())
 
 

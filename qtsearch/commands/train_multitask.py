@@ -42,7 +42,6 @@ from qtsearch.commands.train_options import (
     WORD_VECTORS,
     config_options,
 )
-from qtsearch.training.multitask import MultitaskConfig, train_multitask
 
 HELP = (
     "Train one sentence encoder on Quick-Thoughts, NLI and paraphrase pairs together "
@@ -136,6 +135,9 @@ def train_multitask_command(
                               "vocab_from"))
     if teacher_cache is not None:
         options["teacher_cache"] = str(teacher_cache)
+    # imported here, not at the top: torch loads only once the line is parsed
+    from qtsearch.training.multitask import MultitaskConfig, train_multitask
+
     config = MultitaskConfig(train=options.pop("files"), **options)
     out.print(train_multitask(config, resume=resume, progress=not quiet, console=err).summary())
 

@@ -36,7 +36,6 @@ from qtsearch.commands.train_options import (
     WORD_VECTORS,
     config_options,
 )
-from qtsearch.training.nli import NLITrainConfig, train_nli
 
 HELP = (
     "Train an InferSent sentence encoder (BiLSTM, max pooling, frozen GloVe 50-d) on NLI pairs."
@@ -86,6 +85,9 @@ def train_nli_command(
     quiet: bool = QUIET,
 ) -> None:
     options = config_options(locals(), ("files", "valid", "vocab_from"))
+    # imported here, not at the top: torch loads only once the line is parsed
+    from qtsearch.training.nli import NLITrainConfig, train_nli
+
     config = NLITrainConfig(train=options.pop("files"), **options)
     out.print(train_nli(config, resume=resume, progress=not quiet, console=err).summary())
 

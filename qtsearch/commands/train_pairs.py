@@ -31,7 +31,6 @@ from qtsearch.commands.train_options import (
     WORD_VECTORS,
     config_options,
 )
-from qtsearch.training.pairs import PairsTrainConfig, train_pairs
 
 HELP = (
     "Train an InferSent sentence encoder (BiLSTM, max pooling, frozen GloVe 50-d) on paraphrase "
@@ -89,6 +88,9 @@ def train_pairs_command(
     quiet: bool = QUIET,
 ) -> None:
     options = config_options(locals(), ("files", "valid", "vocab_from"))
+    # imported here, not at the top: torch loads only once the line is parsed
+    from qtsearch.training.pairs import PairsTrainConfig, train_pairs
+
     config = PairsTrainConfig(train=options.pop("files"), **options)
     out.print(train_pairs(config, resume=resume, progress=not quiet, console=err).summary())
 

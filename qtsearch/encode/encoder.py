@@ -19,8 +19,9 @@ import torch
 
 from qtsearch.device import autocast_dtype, resolve_device
 from qtsearch.errors import ModelError
+from qtsearch.models.encoders import QuickThoughts
 from qtsearch.models.folder import fingerprint, is_model_folder, latest_validation, load_model
-from qtsearch.text.tokenizer import tokenize
+from qtsearch.text.tokenizer import token_ids, tokenize
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -80,7 +81,7 @@ class Encoder:
     def token_ids(self, sentence: str) -> list[int]:
         """Vocabulary ids, a word unknown as written looked up in another casing ("hello" as
         "Hello"): the one lookup of index builds and queries."""
-        return self.vocab.encode(tokenize(sentence), self.max_len, fold_case=True)
+        return token_ids(self.vocab, sentence, self.max_len)
 
     def known_words(self, sentence: str) -> int:
         """How many of the sentence's tokens are in the vocabulary (0: the query says nothing)."""
@@ -149,9 +150,10 @@ class Encoder:
 
     @cached_property
     def _large_batches(self) -> SteppedEncoder | None:
-        """The CPU path for batches (qtsearch.inference.stepped), where the model has one.
-        Imported here, like the query path: only work that embeds should pay for numba."""
-        if self.device.type != "cpu":
+        """The CPU path for batches (qtsearch.inference.stepped), where the model has one (a
+        QT model of GRUs). Imported here, like the query path: only work that embeds with such
+        a model should pay for numba."""
+        if self.device.type != "cpu" or not isinstance(self.model, QuickThoughts):
             return None
         from qtsearch.inference.stepped import SteppedEncoder
 
@@ -159,9 +161,11 @@ class Encoder:
 
     @cached_property
     def _small_batches(self) -> SmallBatchEncoder | None:
-        """The query path for a few sentences, where it applies: fp32 on the CPU. Imported
-        here: numba costs ~0.5 s to import, which only query-time work should pay."""
-        if self.device.type != "cpu" or self.amp is not None:
+        """The query path for a few sentences, where it applies: fp32 on the CPU, a QT model
+        (of GRUs). Imported here: numba costs ~0.5 s to import, which only query-time work
+        with such a model should pay (not a one-shot search of the shipped mean model)."""
+        if self.device.type != "cpu" or self.amp is not None or not isinstance(
+                self.model, QuickThoughts):
             return None
         from qtsearch.inference.fused import SmallBatchEncoder
 

@@ -2,8 +2,9 @@
 
 SentEval's split between *prepare* (see every sentence of a task) and *batcher* (turn sentences
 into vectors) becomes: a task lists its `sentences()`, the harness embeds them once per encoder
-(deduplicated, cached across tasks: SICK-E and SICK-R share their sentences), and `run(embed)`
-trains and scores probes on the vectors. A task is one class in one module of
+(deduplicated, shared across tasks: SICK-E and SICK-R share their sentences; kept on disk per
+model fingerprint, so a second run encodes nothing), and `run(embed)` trains and scores probes
+on the vectors. A task is one class in one module of
 `qtsearch.evaluation.tasks`, registered with `@register`; adding one touches one file.
 """
 
@@ -23,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from qtsearch.errors import UsageError
 from qtsearch.evaluation.registry import Registry
+from qtsearch.evaluation.store import VectorStore
 from qtsearch.paths import data_root
 
 if TYPE_CHECKING:
@@ -44,6 +46,8 @@ class EvalConfig:
     books: list[str] | None = None  # next-sentence books; None: Gutenberg 0740–0757
     queries: int = 5000  # next-sentence query sentences (sampled; candidates: all sentences)
     batch_size: int = 256
+    solver: str = "lbfgs"  # probes: see qtsearch.evaluation.solvers.SOLVERS
+    cache: bool = True  # keep sentence vectors on disk ($QTSEARCH_CACHE/eval/)
 
 
 class Task(ABC):
@@ -116,11 +120,14 @@ def resolve_tasks(specs: Sequence[str]) -> list[type[Task]]:
 
 
 class EmbeddingCache:
-    """Vectors of one encoder, each distinct text encoded once per run."""
+    """Vectors of one encoder, each distinct text encoded once per run, and (with a `store`)
+    once per model: `prepare` reads a task's vectors from disk or encodes and stores them."""
 
-    def __init__(self, encoder: SentenceEncoder, batch_size: int = 256):
+    def __init__(self, encoder: SentenceEncoder, batch_size: int = 256,
+                 store: VectorStore | None = None):
         self.encoder = encoder
         self.batch_size = batch_size
+        self.store = store
         self._rows: dict[str, int] = {}
         self._chunks: list[np.ndarray] = []
         self._matrix: np.ndarray | None = None
@@ -137,10 +144,29 @@ class EmbeddingCache:
         start = time.perf_counter()
         vectors = self.encoder.encode(todo, batch_size=self.batch_size, progress=progress)
         self.seconds += time.perf_counter() - start
+        self._append(todo, vectors)
+
+    def _append(self, texts: list[str], vectors: np.ndarray) -> None:
         base = len(self._rows)
-        self._rows.update((t, base + i) for i, t in enumerate(todo))
+        self._rows.update((t, base + i) for i, t in enumerate(texts))
         self._chunks.append(np.asarray(vectors, dtype=np.float32))
         self._matrix = None
+
+    def prepare(self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+                ) -> str:
+        """Make the vectors of `texts` available: "memory" (all seen this run), "disk" (read
+        from the store) or "encoded" (then written to the store)."""
+        distinct = list(dict.fromkeys(texts))
+        todo = self.missing(distinct)
+        stored = self.store.load(distinct) if self.store is not None and todo else None
+        if stored is not None:
+            keep = {t: i for i, t in enumerate(distinct)}
+            self._append(todo, stored[[keep[t] for t in todo]])
+            return "disk"
+        self.add(todo, progress)
+        if self.store is not None and not self.store.path(distinct).exists():
+            self.store.save(distinct, self(distinct))
+        return "encoded" if todo else "memory"
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors [len(texts), dim] in the order given (encoding what is missing)."""
@@ -160,6 +186,7 @@ class EncoderRun:
     dim: int
     results: dict[str, dict[str, float]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)  # per task, encoding included
+    vectors: dict[str, str] = field(default_factory=dict)  # per task: encoded, disk or memory
     encode_seconds: float = 0.0
     cpu_seconds: float = 0.0  # CPU time of the process (all threads): honest on a busy machine
 
@@ -175,6 +202,7 @@ class EvalRun:
             "results": {e.name: e.results for e in self.encoders},
             "encoders": {e.name: {"fingerprint": e.fingerprint, "dim": e.dim,
                                   "seconds": {k: round(v, 2) for k, v in e.seconds.items()},
+                                  "vectors": e.vectors,
                                   "encode_seconds": round(e.encode_seconds, 2),
                                   "cpu_seconds": round(e.cpu_seconds, 2)}
                          for e in self.encoders},
@@ -201,10 +229,20 @@ def _unique_names(encoders: Sequence[SentenceEncoder]) -> list[str]:
     return names
 
 
+def _store(encoder: SentenceEncoder, config: EvalConfig) -> VectorStore | None:
+    if not config.cache:
+        return None
+    try:
+        return VectorStore.for_encoder(encoder)
+    except OSError:  # an unwritable cache folder costs speed, never the run
+        return None
+
+
 def evaluate(encoders: Sequence[SentenceEncoder], config: EvalConfig,
              console: Console | None = None, progress: bool = True,
              tasks: list[Task] | None = None) -> EvalRun:
-    """Run every configured task for every encoder; progress bars go to `console` (stderr)."""
+    """Run every configured task for every encoder. Progress goes to `console` (stderr): a bar
+    while a task encodes and fits, then one line per task with its time."""
     tasks = tasks if tasks is not None else load_tasks(config)
     runs = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -212,20 +250,23 @@ def evaluate(encoders: Sequence[SentenceEncoder], config: EvalConfig,
     with Progress(*columns, console=console or Console(stderr=True), disable=not progress,
                   transient=True) as bar:
         for enc, name in zip(encoders, _unique_names(encoders), strict=True):
-            cache = EmbeddingCache(enc, config.batch_size)
+            cache = EmbeddingCache(enc, config.batch_size, _store(enc, config))
             run = EncoderRun(name, enc.fingerprint, enc.dim)
             cpu = time.process_time()
             for task in tasks:
                 start = time.perf_counter()
-                todo = cache.missing(task.sentences())
-                if todo:
-                    b = bar.add_task(f"{name} · {task.name}: encoding", total=len(todo))
-                    cache.add(todo, progress=lambda k, b=b: bar.advance(b, k))
-                    bar.remove_task(b)
-                b = bar.add_task(f"{name} · {task.name}", total=task.steps())
+                b = bar.add_task(f"{name} · {task.name}: vectors",
+                                 total=len(cache.missing(task.sentences())) or None)
+                run.vectors[task.name] = cache.prepare(task.sentences(),
+                                                       lambda k, b=b: bar.advance(b, k))
+                bar.update(b, description=f"{name} · {task.name}", completed=0,
+                           total=task.steps())
                 run.results[task.name] = task.run(cache, tick=lambda b=b: bar.advance(b))
                 bar.remove_task(b)
                 run.seconds[task.name] = time.perf_counter() - start
+                if progress:
+                    bar.console.print(f"[dim]{name} · {task.name}: {run.seconds[task.name]:.1f} s"
+                                      f" (vectors: {run.vectors[task.name]})[/dim]")
             run.encode_seconds = cache.seconds
             run.cpu_seconds = time.process_time() - cpu
             runs.append(run)

@@ -6,8 +6,12 @@ from __future__ import annotations
 import re
 import threading
 from ctypes import Array, c_char, create_string_buffer, string_at
+from typing import TYPE_CHECKING
 
 import blingfire
+
+if TYPE_CHECKING:
+    from qtsearch.text.vocab import Vocab
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: BlingFire's C library as its package loads it. Its Python wrapper makes a new ctypes buffer
@@ -32,6 +36,13 @@ def tokenize(text: str) -> list[str]:
     if written < 1 or written > len(buffer):  # an error: no words, as the wrapper does
         return []
     return string_at(buffer, written - 1).decode("utf-8").split()
+
+
+def token_ids(vocab: Vocab, text: str, max_len: int) -> list[int]:
+    """Vocabulary ids of a sentence, a word unknown as written looked up in another casing
+    ("hello" as "Hello"): the one lookup of index builds and queries (`Encoder.token_ids`, and
+    the build's tokenising processes, qtsearch.build.tokens)."""
+    return vocab.encode(tokenize(text), max_len, fold_case=True)
 
 
 def _buffer(size: int) -> Array[c_char]:

@@ -346,7 +346,7 @@ class Loop:
     def run(self, resume: bool = False) -> RunResult:
         cfg, main = self.cfg, self.rt.world.main
         step = self.start(resume)
-        log_row = MetricsLog(self.out, step) if main else (lambda row: None)
+        log_row = MetricsLog(self.out, step, self.display.note) if main else (lambda row: None)
         first = last = None
         if step == 0:
             first = last = self.validate()

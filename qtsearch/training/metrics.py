@@ -8,19 +8,23 @@ tasks' figures prefixed with their name).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qtsearch.errors import UsageError
 from qtsearch.models.folder import METRICS
+from qtsearch.training.plots import plot_folder
 
 
 class MetricsLog:
     """Appends rows; a fresh run starts the file again, a resumed one drops the lines written
     after its checkpoint, so the log reads as one uninterrupted run."""
 
-    def __init__(self, folder: Path, step: int):
+    def __init__(self, folder: Path, step: int, note: Callable[[str], None] | None = None):
         self.path = folder / METRICS
+        self.note = note  # says once that the curves are not drawn (no matplotlib)
         if step == 0:
             self.path.unlink(missing_ok=True)
         elif self.path.is_file():
@@ -31,6 +35,13 @@ class MetricsLog:
     def __call__(self, row: dict[str, Any]) -> None:
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(row) + "\n")
+        if "val_loss" in row:  # each validation redraws the curves beside the log
+            try:
+                plot_folder(self.path.parent)
+            except UsageError as e:
+                if self.note:
+                    self.note(f"qtsearch: {e}")
+                self.note = None
 
 
 @dataclass

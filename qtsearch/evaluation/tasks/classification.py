@@ -55,12 +55,13 @@ class CrossValidated(Task):
         return self.data.texts
 
     def steps(self) -> int:
-        return self.config.folds
+        return 2  # choose C in every fold, refit every fold
 
     def run(self, embed: EmbeddingCache, tick: Callable[[], None] | None = None
             ) -> dict[str, float]:
         acc, std = classifier.kfold_accuracy(embed(self.data.texts), self.data.labels,
-                                             self.config.folds, self.config.seed, tick)
+                                             self.config.folds, self.config.seed, tick,
+                                             self.config.solver)
         return {"acc": acc, "acc_std": std, "n": float(len(self.data.texts))}
 
 
@@ -115,10 +116,11 @@ class GivenSplits(Task):
         X, y = embed(self.train.texts), self.train.labels
         out = {}
         if self.dev is None:
-            probe = classifier.holdout_classify(X, y, self.config.seed)
+            probe = classifier.holdout_classify(X, y, self.config.seed,
+                                                solver=self.config.solver)
         else:
             dev = (embed(self.dev.texts), self.dev.labels)
-            probe = classifier.split_classify((X, y), dev, self.config.seed)
+            probe = classifier.split_classify((X, y), dev, self.config.solver)
             out["dev_acc"] = classifier.accuracy(probe, *dev)
         out["acc"] = classifier.accuracy(probe, embed(self.test.texts), self.test.labels)
         out["n"] = float(len(self.test.texts))

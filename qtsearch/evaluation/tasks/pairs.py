@@ -67,7 +67,7 @@ class PairTask(Task):
     def run(self, embed: EmbeddingCache, tick: Callable[[], None] | None = None
             ) -> dict[str, float]:
         train, dev, test = ((self.features(embed, p), p.y) for p in self.splits)
-        probe = classifier.split_classify(train, dev, self.config.seed)
+        probe = classifier.split_classify(train, dev, self.config.solver)
         X, y = test
         pred = probe.predict(X)
         out = {"acc": float(np.mean(pred == y) * 100), "dev_acc": classifier.accuracy(probe, *dev)}

@@ -50,7 +50,8 @@ class Relatedness(Task):
         train, test = self.splits[0], self.splits[-1]
         dev = (features(self.splits[1]), self.splits[1].y) if len(self.splits) == 3 else None
         probe = classifier.distribution_regression(features(train), train.y, *self.scale,
-                                                   dev=dev, seed=self.config.seed)
+                                                   dev=dev, seed=self.config.seed,
+                                                   solver=self.config.solver)
         pred = probe.expected(features(test))
         out = correlations(pred, test.y)
         out["mse"] = float(np.mean((pred - test.y) ** 2))
