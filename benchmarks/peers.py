@@ -324,7 +324,7 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
         print(line + f"; queries p50 {m['p50_ms'] / q['p50_ms']:.1f}x faster.")
     if args.chart:
         draw_chart(rows, args.chart, f"{rows[0]['sentences']:,} Gutenberg sentences; "
-                   f"{os.cpu_count()} CPUs, loaded (load average ~{rows[0]['load']:.0f})")
+                   f"{os.cpu_count()} CPUs, load average ~{rows[0]['load']:.0f}")
     if args.json:
         args.json.write_text(json.dumps({"machine": machine, "rows": rows}, indent=2))
 

@@ -126,6 +126,7 @@ def _drop_article_columns(db: Path) -> None:
     """Make `db` what a build before the article columns wrote."""
     conn = sqlite3.connect(db)
     conn.execute("DROP INDEX ix_sentences_title")
+    conn.execute("DROP INDEX ix_sentences_doc_id")
     for name in ARTICLE:
         conn.execute(f"ALTER TABLE sentences DROP COLUMN {name}")
     conn.commit()
