@@ -60,12 +60,27 @@ def test_markdown_table_and_rich_table(tiny_model, shared_data, tmp_path, capsys
         (["--solver", "newton"], 2, "unknown --solver 'newton'"),
         (["--data", "/nonexistent/data"], 3, "data folder not found"),
         (["--books", "/nonexistent/book.txt", "--tasks", "NextSent"], 3, "no such file"),
+        # a small sample leaves a class too rare for 10-fold cross-validation (MR, real data)
+        (["--limit", "10", "--tasks", "MR", "--no-cache"], 2,
+         "10-fold cross-validation needs 10 examples of every class"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code(tiny_model, argv, code, message, capsys):
     got, _, err = run_cli(["eval", str(tiny_model), *argv], capsys)
     assert got == code
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("solver", ["lbfgs", "sklearn"])
+def test_a_small_limit_holds_out_without_stratifying_every_class(tiny_model, shared_data,
+                                                                  solver, capsys):
+    """TREC's 6 classes in 25 examples: a 3-example held-out part cannot hold every class, so
+    the probe's held-out part is drawn plainly at random instead of failing."""
+    argv = ["eval", str(tiny_model), "--tasks", "TREC", "--limit", "25", "--solver", solver,
+            "--no-cache", "--json"]
+    got, out, err = run_cli(argv, capsys)
+    assert got == 0, err
+    assert 0 <= json.loads(out)["results"][Path(tiny_model).name]["TREC"]["acc"] <= 100
 
 
 def test_missing_model_is_model_error(tmp_path, capsys):

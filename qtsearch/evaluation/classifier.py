@@ -10,12 +10,14 @@ a close neighbour; the refit with the chosen C starts from the probe that chose 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy.stats import pearsonr
 from sklearn.model_selection import StratifiedKFold, train_test_split
 
+from qtsearch.errors import UsageError
 from qtsearch.evaluation.solvers import Batch, Probe, fit, standardiser
 
 #: Inverse L2 strengths tried, ascending (features are standardised, so small C matters most).
@@ -85,10 +87,12 @@ def split_classify(train: tuple[np.ndarray, np.ndarray], dev: tuple[np.ndarray, 
 
 def _holdout(y: np.ndarray, rows: np.ndarray, holdout: float, seed: int
              ) -> tuple[np.ndarray, np.ndarray]:
-    """A stratified held-out part of `rows` (plain random when a class is too small)."""
-    rare = np.unique(y[rows], return_counts=True)[1].min() < 2
+    """A stratified held-out part of `rows` (plain random when a class is too small to split,
+    or the part too small to hold every class: a small `--limit`)."""
+    counts = np.unique(y[rows], return_counts=True)[1]
+    stratify = counts.min() >= 2 and math.ceil(holdout * len(rows)) >= len(counts)
     a, b = train_test_split(np.arange(len(rows)), test_size=holdout,
-                            stratify=None if rare else y[rows], random_state=seed)
+                            stratify=y[rows] if stratify else None, random_state=seed)
     return rows[a], rows[b]
 
 
@@ -115,6 +119,10 @@ def kfold_accuracy(X: np.ndarray, y: np.ndarray, folds: int = 10, seed: int = 0,
     """Mean and standard deviation of test accuracy over stratified k-fold cross-validation;
     C is chosen inside each training part (nested), never on its test fold. `progress` is
     called twice: after choosing C for every fold, after refitting."""
+    smallest = int(np.unique(y, return_counts=True)[1].min())
+    if smallest < folds:
+        raise UsageError(f"{folds}-fold cross-validation needs {folds} examples of every "
+                         f"class, and one class has {smallest} here: raise --limit")
     splits = list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(X, y))
     probes = _nested(X, y, [tr for tr, _ in splits], 1.0 / (folds - 1), seed, solver, progress)
     accs = [accuracy(p, X[te], y[te]) for p, (_, te) in zip(probes, splits, strict=True)]
