@@ -1,20 +1,44 @@
-"""Device and precision choice, shared by training, embedding and indexing."""
+"""Device and precision choice, shared by training, embedding and indexing.
+
+torch is imported by the functions that need it, not here: a search on the CPU with a model
+that runs without torch (qtsearch.encode.mean) never loads it (~2.4 s).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
-
-import torch
+from typing import TYPE_CHECKING
 
 from qtsearch.errors import UsageError
+
+if TYPE_CHECKING:
+    import torch
 
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")
 
 
-def resolve_device(name: str = "auto") -> torch.device:
+@dataclass(frozen=True)
+class Cpu:
+    """Where an encoder that runs without torch (numpy) works: `type` and `str()` read as
+    torch.device("cpu")'s do, for the code that asks where an encoder runs."""
+
+    type: str = "cpu"
+
+    def __str__(self) -> str:
+        return self.type
+
+
+def check_device(name: str) -> None:
     if name not in DEVICES:
         raise UsageError(f"--device must be one of {', '.join(DEVICES)}, not {name!r}")
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    check_device(name)
+    import torch
+
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
@@ -39,6 +63,8 @@ def autocast_dtype(device: torch.device, precision: str = "auto") -> torch.dtype
         raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     if precision == "fp32":
         return None
+    import torch
+
     if precision == "bf16":
         return torch.bfloat16
     if device.type == "cuda":

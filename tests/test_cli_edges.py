@@ -14,7 +14,7 @@ import typer
 
 from qtsearch.cli import app, main
 from qtsearch.encode.encoder import DEFAULT_MODEL
-from qtsearch.models.folder import latest_validation, read_config
+from qtsearch.models.files import latest_validation, read_config
 
 REPO = Path(__file__).resolve().parents[1]
 ENV_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

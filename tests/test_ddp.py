@@ -24,7 +24,7 @@ from safetensors.numpy import load_file
 
 from qtsearch.cli import main
 from qtsearch.errors import UsageError
-from qtsearch.models.folder import read_metrics
+from qtsearch.models.files import read_metrics
 from qtsearch.training.distributed import World, nproc_option
 from qtsearch.training.loop import batch_seed
 from qtsearch.training.trainer import TrainConfig, text_loop, train

@@ -13,7 +13,7 @@ import pytest
 from qtsearch import load_encoder
 from qtsearch.demo import CORPUS, ensure_demo_index
 from qtsearch.encode.encoder import DEFAULT_MODEL
-from qtsearch.models.folder import latest_validation, read_config
+from qtsearch.models.files import latest_validation, read_config
 
 REPO = Path(__file__).resolve().parents[1]
 

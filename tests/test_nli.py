@@ -16,7 +16,7 @@ from safetensors.numpy import load_file
 from qtsearch import load_encoder
 from qtsearch.errors import InputError, ModelError, UsageError
 from qtsearch.models.encoders import EncoderConfig
-from qtsearch.models.folder import read_metrics
+from qtsearch.models.files import read_metrics
 from qtsearch.models.infersent import InferSent, NLIClassifier, pair_features
 from qtsearch.text.nli import LABELS, label_counts, read_nli
 from qtsearch.training.nli import NLITrainConfig, train_nli

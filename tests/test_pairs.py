@@ -17,7 +17,7 @@ from safetensors.numpy import load_file
 
 from qtsearch import load_encoder
 from qtsearch.errors import InputError
-from qtsearch.models.folder import read_metrics
+from qtsearch.models.files import read_metrics
 from qtsearch.models.objective import pairs_loss
 from qtsearch.text.pairs import (
     Pair,

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from qtsearch.cli import main
-from qtsearch.models.folder import read_metrics
+from qtsearch.models.files import read_metrics
 from qtsearch.training import metrics
 from qtsearch.training.multitask import MultitaskConfig, train_multitask
 from qtsearch.training.plots import CURVES, MISSING, task_curves

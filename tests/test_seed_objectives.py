@@ -18,7 +18,7 @@ from qtsearch import load_encoder
 from qtsearch.errors import UsageError
 from qtsearch.models.encoders import EncoderConfig, TransformerEncoder
 from qtsearch.models.fastsent import TOP_K, fastsent_loss
-from qtsearch.models.folder import read_metrics
+from qtsearch.models.files import read_metrics
 from qtsearch.models.sdae import SDAE, add_noise
 from qtsearch.training.loop import lr_factor
 from qtsearch.training.trainer import TrainConfig, train

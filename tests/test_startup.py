@@ -4,11 +4,13 @@ benchmarks/startup.py, not asserted here."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 #: Libraries `qtsearch --help` (and the import of the CLI) must not load.
@@ -77,23 +79,60 @@ def qtsearch(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.slow
-def test_the_lazy_commands_still_build_search_and_train(tmp_path: Path,
-                                                        emma_lines: Path) -> None:
-    """One process per command, as a user runs them: each imports what it needs itself."""
-    index = tmp_path / "emma"
-    built = qtsearch("build-index", emma_lines, "-o", index, "-q", cwd=tmp_path)
+@pytest.fixture(scope="module")
+def emma_index(tmp_path_factory: pytest.TempPathFactory, emma_lines: Path) -> Path:
+    """900 sentences of Emma indexed with the shipped model (a mean of words), by the CLI."""
+    index = tmp_path_factory.mktemp("startup") / "emma"
+    built = qtsearch("build-index", emma_lines, "-o", index, "-q", cwd=index.parent)
     assert built.returncode == 0, built.stderr
     assert "index of 900 sentences" in built.stdout
+    return index
 
+
+def test_a_one_shot_search_with_the_mean_model_never_imports_torch(emma_index: Path) -> None:
+    """The shipped model is encoded in numpy on the CPU (qtsearch.encode.mean): torch (~2.4 s)
+    and the compiled GRU paths (numba, ~0.5 s) stay out of a one-shot search."""
+    argv = ["search", str(emma_index), "She was very happy to see her old friend again.",
+            "--json"]
+    loaded = heavy_imports([argv])
+    assert "torch" not in loaded and "numba" not in loaded and "pyarrow" not in loaded
+    assert {"faiss", "numpy"} <= set(loaded)  # the probe sees what a search does load
+
+
+def test_numpy_vectors_of_the_mean_model_are_torchs(emma_lines: Path) -> None:
+    """Same vectors within 1e-6 and the same fingerprint: an index built with either encoder
+    opens with the other."""
+    from qtsearch.encode.encoder import Encoder, load_encoder
+    from qtsearch.encode.mean import SPARSE_FROM, MeanEncoder
+
+    sentences = emma_lines.read_text(encoding="utf-8").splitlines()
+    sentences += ["", "Mr. Knightley!!", "zzyzx qwerty"]  # empty, short, unknown words
+    numpy_side = load_encoder(None, device="cpu")
+    assert isinstance(numpy_side, MeanEncoder)
+    torch_side = Encoder(None, device="cpu", precision="fp32")
+    assert numpy_side.fingerprint == torch_side.fingerprint
+    assert numpy_side.dim == torch_side.dim and numpy_side.info() == torch_side.info()
+    # a query's few sentences (gather) and a build's many (one sparse product)
+    assert len(sentences[-20:]) < SPARSE_FROM <= len(sentences)
+    for few, normalize in itertools.product((False, True), (False, True)):
+        part = sentences[-20:] if few else sentences
+        ours = numpy_side.encode(part, batch_size=100, normalize=normalize)
+        theirs = torch_side.encode(part, batch_size=100, normalize=normalize)
+        assert ours.dtype == np.float32
+        assert ours.shape == theirs.shape == (len(part), numpy_side.dim)
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
+    assert np.abs(ours).sum() > 0
+
+
+@pytest.mark.slow
+def test_the_lazy_commands_still_build_search_and_train(tmp_path: Path, emma_lines: Path,
+                                                        emma_index: Path) -> None:
+    """One process per command, as a user runs them: each imports what it needs itself."""
+    index = emma_index
     found = qtsearch("search", index, "Emma was very happy.", "-k", "3", "--json", cwd=tmp_path)
     assert found.returncode == 0, found.stderr
     hits = json.loads(found.stdout)[0]["hits"]
     assert len(hits) == 3 and all(h["source"].endswith("emma.txt") for h in hits)
-
-    # the shipped model is a mean of words: no compiled GRU paths, so no numba (~0.5 s)
-    loaded = heavy_imports([["search", str(index), "Emma was very happy.", "--json"]])
-    assert "torch" in loaded and "numba" not in loaded and "pyarrow" not in loaded
 
     about = qtsearch("info", index, "--json", cwd=tmp_path)
     assert about.returncode == 0 and json.loads(about.stdout)["count"] == 900

@@ -15,7 +15,7 @@ import torch
 from safetensors.numpy import load_file
 
 from qtsearch.encode.baselines import MiniLM
-from qtsearch.models.folder import read_metrics
+from qtsearch.models.files import read_metrics
 from qtsearch.training.multitask import MultitaskConfig, train_multitask
 from qtsearch.training.tasks.teacher import teacher_loss
 from qtsearch.training.teacher_cache import TeacherCache, cached_selection, select_sentences

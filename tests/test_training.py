@@ -16,7 +16,7 @@ from safetensors.numpy import load_file
 
 from qtsearch import load_encoder
 from qtsearch.errors import InputError, UsageError
-from qtsearch.models.folder import latest_validation, read_metrics
+from qtsearch.models.files import latest_validation, read_metrics
 from qtsearch.training.trainer import TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[1]

@@ -20,16 +20,8 @@ import torch
 
 from qtsearch.config import write_json_atomic
 from qtsearch.index.transform import canonical_fit
-from qtsearch.models.folder import (
-    CONFIG,
-    METRICS,
-    VOCAB,
-    WEIGHTS,
-    load_model,
-    read_config,
-    read_metrics,
-    save_weights,
-)
+from qtsearch.models.files import CONFIG, METRICS, VOCAB, WEIGHTS, read_config, read_metrics
+from qtsearch.models.folder import load_model, save_weights
 
 DEST = Path(__file__).resolve().parents[1] / "qtsearch" / "default_model"
 

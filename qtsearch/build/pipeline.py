@@ -35,7 +35,7 @@ from qtsearch.build.progress import Progress
 from qtsearch.build.state import SHARDS, STATE_FILE, BuildState
 from qtsearch.build.tokens import shard_inputs
 from qtsearch.config import save_config
-from qtsearch.encode.encoder import Encoder, load_encoder
+from qtsearch.encode.encoder import Encoder, FolderEncoder, load_encoder
 from qtsearch.errors import IndexError_, InputError, Interrupted, OutputError, UsageError
 from qtsearch.index.manifest import (
     CONFIG_FILE,
@@ -231,7 +231,7 @@ class Builder:
         done = set(self.state["embedded"])
         already = sum(shard_files.shard_rows(shard_files.rows_path(self.shards, i))
                       for i in done)
-        fast = isinstance(encoder, Encoder)
+        fast = isinstance(encoder, FolderEncoder)  # ours: token ids
 
         def texts(shard: int) -> list[str]:
             return shard_files.read_texts(shard_files.rows_path(self.shards, shard))

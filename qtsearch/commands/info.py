@@ -23,7 +23,7 @@ from qtsearch.errors import ModelError, UsageError
 
 def model_info(path: Path) -> dict[str, Any]:
     """Everything known about a model folder: its config, latest validation and last step."""
-    from qtsearch.models.folder import latest_validation, read_config, read_metrics
+    from qtsearch.models.files import latest_validation, read_config, read_metrics
 
     config = read_config(path)
     val = latest_validation(path) or {}
@@ -130,7 +130,7 @@ def info(
     """Summarise a model (validation, architecture, vocabulary, training data and steps) or an
     index (size, type, model, corpus); --json prints everything, file lists included."""
     from qtsearch.build.folders import index_info
-    from qtsearch.models.folder import is_model_folder
+    from qtsearch.models.files import is_model_folder
 
     if path.is_file():
         raise ModelError(f"{path}: is a file, not a model folder or an index folder")

@@ -10,7 +10,7 @@ from typing import Any
 from qtsearch.build.pipeline import IndexConfig, build_index
 from qtsearch.encode.encoder import default_model_path
 from qtsearch.errors import QTSearchError
-from qtsearch.models.folder import fingerprint
+from qtsearch.models.files import fingerprint
 
 CORPUS = Path(__file__).parent / "wikitext2.txt.gz"
 

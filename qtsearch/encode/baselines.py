@@ -206,14 +206,8 @@ def random_like(model_path: str | os.PathLike | None, seed: int = 0, device: str
 
     from qtsearch.encode.encoder import Encoder, default_model_path
     from qtsearch.encode.pretrained import glove_matrix
-    from qtsearch.models.folder import (
-        build_model,
-        encoder_config,
-        fingerprint,
-        load_model,
-        read_config,
-        save_model,
-    )
+    from qtsearch.models.files import fingerprint, read_config
+    from qtsearch.models.folder import build_model, encoder_config, load_model, save_model
 
     source = Path(model_path) if model_path is not None else default_model_path()
     read_config(source)  # a clear ModelError when it is not a model folder

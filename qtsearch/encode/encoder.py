@@ -15,18 +15,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
-from qtsearch.device import autocast_dtype, resolve_device
+from qtsearch.device import autocast_dtype, check_device, resolve_device
 from qtsearch.errors import ModelError
-from qtsearch.models.encoders import QuickThoughts
-from qtsearch.models.folder import fingerprint, is_model_folder, latest_validation, load_model
+from qtsearch.models.files import (
+    EncoderConfig,
+    config_fields,
+    fingerprint,
+    is_model_folder,
+    latest_validation,
+    read_config,
+    read_vocab,
+)
 from qtsearch.text.tokenizer import token_ids, tokenize
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # torch is imported by `Encoder` itself: `MeanEncoder` runs without it
     from typing import TypeAlias
 
+    import torch
+
+    from qtsearch.device import Cpu
     from qtsearch.encode.baselines import GloveBow, MiniLM
+    from qtsearch.encode.mean import MeanEncoder
     from qtsearch.encode.static import Model2Vec
     from qtsearch.inference.fused import SmallBatchEncoder
     from qtsearch.inference.stepped import SteppedEncoder
@@ -48,19 +58,20 @@ def default_model_path() -> Path:
     return DEFAULT_MODEL
 
 
-class Encoder:
-    """A loaded model: `encode(sentences)` gives a float32 matrix [n, dim]."""
+class FolderEncoder:
+    """What every encoder of a model folder shares, torch or not: the vocabulary and its token
+    ids (the build's token path), the fingerprint, the model's search settings. Subclasses
+    set `dim` and `device` and implement `encode_ids`."""
 
-    def __init__(
-        self, path: str | os.PathLike | None = None, device: str = "auto", precision: str = "auto"
-    ):
+    dim: int
+    device: torch.device | Cpu
+
+    def __init__(self, path: str | os.PathLike | None = None):
         self.path = Path(path) if path is not None else default_model_path()
-        self.model, self.vocab, self.config = load_model(self.path)
-        self.device = resolve_device(device)
-        self.amp = autocast_dtype(self.device, precision)
-        self.model.to(self.device)
-        self.max_len = self.model.cfg.max_len
-        self.dim = self.model.dim
+        self.config = read_config(self.path)
+        self.cfg: EncoderConfig = config_fields(self.config)
+        self.vocab = read_vocab(self.path, self.cfg)
+        self.max_len = self.cfg.max_len
         self.fingerprint = fingerprint(self.path)
         #: search settings measured for this model (config.json "search": fit, lexical_weight)
         self.search: dict[str, Any] = dict(self.config.get("search") or {})
@@ -74,7 +85,7 @@ class Encoder:
             "path": str(self.path),
             "fingerprint": self.fingerprint,
             "dim": self.dim,
-            "encoder": self.model.cfg.encoder,
+            "encoder": self.cfg.encoder,
             "validation": latest_validation(self.path),
         }
 
@@ -105,6 +116,41 @@ class Encoder:
         normalize: bool = False,
         progress: Callable[[int], None] | None = None,
     ) -> np.ndarray:
+        raise NotImplementedError
+
+    #: Whether a thread may tokenise the next input while `encode_ids` runs (the build's).
+    tokenises_alongside = False
+
+    def warm_up(self) -> None:
+        """Get the query path ready ahead of the first query (nothing to do by default)."""
+
+
+class Encoder(FolderEncoder):
+    """A loaded model in torch: `encode(sentences)` gives a float32 matrix [n, dim]."""
+
+    def __init__(
+        self, path: str | os.PathLike | None = None, device: str = "auto", precision: str = "auto"
+    ):
+        from qtsearch.models.encoders import QuickThoughts
+        from qtsearch.models.folder import encoder_config, load_weights
+
+        super().__init__(path)
+        self.model = load_weights(self.path, encoder_config(self.config))
+        self.device = resolve_device(device)
+        self.amp = autocast_dtype(self.device, precision)
+        self.model.to(self.device)
+        self.dim = self.model.dim
+        self.gru = isinstance(self.model, QuickThoughts)  # the compiled CPU paths' models
+
+    def encode_ids(
+        self,
+        ids: Sequence[list[int]],
+        batch_size: int = 512,
+        normalize: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        import torch
+
         small = self._small_batches if len(ids) <= SMALL_BATCH else None
         if small is not None and ids:
             out = small.embed([list(x) for x in ids])
@@ -133,7 +179,7 @@ class Encoder:
                     progress(len(rows))
         return out
 
-    @property
+    @property  # type: ignore[override]
     def tokenises_alongside(self) -> bool:
         """Whether a thread may tokenise the next input while `encode_ids` runs: on a GPU,
         and on the CPU batch path, whose threads never wait for each other within a step
@@ -153,8 +199,10 @@ class Encoder:
         """The CPU path for batches (qtsearch.inference.stepped), where the model has one (a
         QT model of GRUs). Imported here, like the query path: only work that embeds with such
         a model should pay for numba."""
-        if self.device.type != "cpu" or not isinstance(self.model, QuickThoughts):
+        if self.device.type != "cpu" or not self.gru:
             return None
+        import torch
+
         from qtsearch.inference.stepped import SteppedEncoder
 
         return SteppedEncoder.for_model(self.model, self.amp or torch.float32)
@@ -164,8 +212,7 @@ class Encoder:
         """The query path for a few sentences, where it applies: fp32 on the CPU, a QT model
         (of GRUs). Imported here: numba costs ~0.5 s to import, which only query-time work
         with such a model should pay (not a one-shot search of the shipped mean model)."""
-        if self.device.type != "cpu" or self.amp is not None or not isinstance(
-                self.model, QuickThoughts):
+        if self.device.type != "cpu" or self.amp is not None or not self.gru:
             return None
         from qtsearch.inference.fused import SmallBatchEncoder
 
@@ -207,13 +254,24 @@ EXTERNAL_ENCODERS = ("minilm", "model2vec", "glove")
 
 def load_encoder(
     path: str | os.PathLike | None = None, device: str = "auto", precision: str = "auto"
-) -> Encoder | ExternalEncoder:
+) -> Encoder | MeanEncoder | ExternalEncoder:
     """Load a model folder (None: the shipped default model), or an encoder by name
     (EXTERNAL_ENCODERS: all-MiniLM-L6-v2, model2vec distilled from it, mean GloVe), which has
-    the same interface as `Encoder` for indexing and search but no token-id fast path."""
+    the same interface as `Encoder` for indexing and search but no token-id fast path.
+
+    A mean-of-words model on the CPU is encoded in numpy (`MeanEncoder`: the same vectors
+    within 1e-7, ~2x faster than torch, and torch is never imported); `device` "cpu" decides
+    that without torch, "auto" asks torch whether a GPU is there."""
     if isinstance(path, str) and path in EXTERNAL_ENCODERS:
         return load_external(path, device)
-    return Encoder(path, device=device, precision=precision)
+    folder = Path(path) if path is not None else default_model_path()
+    check_device(device)
+    if config_fields(read_config(folder)).encoder == "mean" and (
+            device == "cpu" or resolve_device(device).type == "cpu"):
+        from qtsearch.encode.mean import MeanEncoder
+
+        return MeanEncoder(folder)
+    return Encoder(folder, device=device, precision=precision)
 
 
 def load_external(name: str, device: str = "auto") -> ExternalEncoder:

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-import torch
 
 from qtsearch.index.faiss_backend import FaissBackend, flat_vectors
-from qtsearch.index.gpu import GpuFlatBackend
+
+if TYPE_CHECKING:  # torch: only a search on a GPU imports it (qtsearch.index.gpu)
+    import torch
+
+    from qtsearch.device import Cpu
 
 log = logging.getLogger("qtsearch")
 
@@ -56,7 +59,7 @@ class VectorBackend(Protocol):
         """Fault in memory-mapped pages that a cached file still leaves cold."""
 
 
-def open_backend(path: Path, device: torch.device) -> VectorBackend:
+def open_backend(path: Path, device: torch.device | Cpu) -> VectorBackend:
     """The backend for an index file: faiss, or exact torch search of a flat index on a GPU
     (at GPU memory bandwidth, the vectors held in fp16)."""
     base = FaissBackend.open(path)
@@ -66,6 +69,8 @@ def open_backend(path: Path, device: torch.device) -> VectorBackend:
     if vectors is None:
         log.info("an approximate index is searched on the CPU (GPU search covers flat indexes)")
         return base
+    from qtsearch.index.gpu import GpuFlatBackend
+
     return GpuFlatBackend(base, vectors, device)
 
 

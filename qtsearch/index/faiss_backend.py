@@ -14,14 +14,15 @@ import logging
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import faiss
 import numpy as np
-import torch
 
 from qtsearch.errors import IndexError_, OutputError, UsageError
-from qtsearch.index.gpu import assign_numpy, spherical_kmeans
+
+if TYPE_CHECKING:  # torch: only builds and searches on a GPU import it
+    import torch
 
 log = logging.getLogger("qtsearch")
 
@@ -33,6 +34,8 @@ faiss.cvar.distance_compute_blas_threshold = BLAS_THRESHOLD
 
 def gpu_available() -> bool:
     """True when torch sees a CUDA GPU (the index stage's GPU work runs through torch)."""
+    import torch
+
     return torch.cuda.is_available()
 
 
@@ -171,7 +174,11 @@ class FaissBuilder:
         base = faiss.downcast_index(top.base_index) if isinstance(top, faiss.IndexRefine) else top
         if hasattr(base, "do_polysemous_training"):
             base.do_polysemous_training = False
-        self.gpu = torch.device("cuda") if device == "cuda" and gpu_available() else None
+        self.gpu: torch.device | None = None
+        if device == "cuda" and gpu_available():
+            import torch
+
+            self.gpu = torch.device("cuda")
         self._centroids: torch.Tensor | None = None
 
     def reserve(self, n: int) -> None:
@@ -193,6 +200,8 @@ class FaissBuilder:
         if self.gpu is not None and ivf is not None:
             # k-means of the coarse quantizer on the GPU; a quantizer already holding nlist
             # centroids is kept by faiss, which then trains only the codec on the CPU.
+            from qtsearch.index.gpu import spherical_kmeans
+
             ivf.quantizer.add(spherical_kmeans(sample, ivf.nlist, self.gpu))
         self.index.train(sample)
 
@@ -203,6 +212,10 @@ class FaissBuilder:
             self.index.add(x)
             return
         # Assign to lists on the GPU; encode and append on the CPU (ids continue from ntotal).
+        import torch
+
+        from qtsearch.index.gpu import assign_numpy
+
         if self._centroids is None:  # the trained quantizer's centroids, copied once
             self._centroids = torch.from_numpy(ivf.quantizer.reconstruct_n(0, ivf.nlist)).to(
                 self.gpu)

@@ -9,32 +9,13 @@ row reversed within its own length, so padding never leaks into a sentence's vec
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
+from qtsearch.models.files import EncoderConfig  # its home is torch-free: model files
 from qtsearch.models.objective import BatchStats, ObjectiveOptions, qt_loss
-
-
-@dataclass
-class EncoderConfig:
-    """Architecture of one model (for QT, f and g share it); saved in the model's config.json.
-
-    Fields added after the first release have defaults that rebuild older models unchanged.
-    """
-
-    encoder: str = "uni"
-    vocab_size: int = 50_002  # including <pad> and <unk>
-    word_dim: int = 300
-    hidden: int = 1000  # per direction; the transformer's d_model
-    max_len: int = 50
-    glove_dim: int = 50  # mc only
-    objective: str = "qt"  # the model class: a key of folder.MODELS
-    layers: int = 4  # transformer only
-    heads: int = 8  # transformer only
-    dropout: float = 0.1  # transformer only
 
 
 def init_embedding(emb: nn.Embedding) -> None:

@@ -6,15 +6,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from qtsearch.encode.encoder import EXTERNAL_ENCODERS, Encoder, load_encoder
+from qtsearch.encode.encoder import EXTERNAL_ENCODERS, FolderEncoder, load_encoder
 from qtsearch.errors import IndexError_, ModelError
 from qtsearch.index.backend import VectorBackend
 from qtsearch.index.transform import VectorTransform
 
 
 def model_for(folder: Path, manifest: dict[str, Any],
-              model: str | os.PathLike | Encoder | None, device: str,
-              precision: str) -> Encoder:
+              model: str | os.PathLike | FolderEncoder | None, device: str,
+              precision: str) -> FolderEncoder:
     """The index's own model (or `model`, refused unless its fingerprint is the index's)."""
     info = manifest.get("model") or {}
     if model is not None and not isinstance(model, (str, os.PathLike)):
@@ -38,7 +38,7 @@ def model_for(folder: Path, manifest: dict[str, Any],
     return encoder
 
 
-def check_dims(folder: Path, manifest: dict[str, Any], encoder: Encoder,
+def check_dims(folder: Path, manifest: dict[str, Any], encoder: FolderEncoder,
                backend: VectorBackend, transform: VectorTransform | None) -> None:
     """Model -> transform -> index dimensions must chain (the manifest's `dim` is the
     index's, after the transform); IndexError_ naming all of them otherwise."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from qtsearch.errors import UsageError
-from qtsearch.models.folder import METRICS
+from qtsearch.models.files import METRICS
 from qtsearch.training.plots import plot_folder
 
 

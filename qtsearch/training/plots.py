@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from qtsearch.errors import ModelError, OutputError, UsageError
-from qtsearch.models.folder import METRICS, read_config, read_metrics
+from qtsearch.models.files import METRICS, read_config, read_metrics
 
 #: The picture's name beside metrics.jsonl.
 CURVES = "training_curves.png"

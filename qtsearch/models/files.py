@@ -1,0 +1,120 @@
+"""The files of a model folder read without torch: config, architecture, vocabulary,
+fingerprint, metrics.
+
+What a query needs of a model folder besides its weights, kept apart from qtsearch.models.folder
+(which builds the torch model) so that a search with a model that runs in numpy
+(qtsearch.encode.mean) never imports torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from qtsearch.errors import ModelError
+from qtsearch.text.vocab import Vocab
+
+FORMAT = "qtsearch-model"
+CONFIG, VOCAB, WEIGHTS, METRICS = (
+    "config.json",
+    "vocab.json",
+    "weights.safetensors",
+    "metrics.jsonl",
+)
+
+
+@dataclasses.dataclass
+class EncoderConfig:
+    """Architecture of one model (for QT, f and g share it); saved in the model's config.json.
+
+    Fields added after the first release have defaults that rebuild older models unchanged.
+    """
+
+    encoder: str = "uni"
+    vocab_size: int = 50_002  # including <pad> and <unk>
+    word_dim: int = 300
+    hidden: int = 1000  # per direction; the transformer's d_model
+    max_len: int = 50
+    glove_dim: int = 50  # mc only
+    objective: str = "qt"  # the model class: a key of folder.MODELS
+    layers: int = 4  # transformer only
+    heads: int = 8  # transformer only
+    dropout: float = 0.1  # transformer only
+
+
+def is_model_folder(path: Path) -> bool:
+    return (Path(path) / CONFIG).is_file() and (Path(path) / WEIGHTS).exists()
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    path = Path(folder) / CONFIG
+    if Path(folder).exists() and not Path(folder).is_dir():
+        raise ModelError(f"{folder}: is a file, not a model folder (a model is a folder holding "
+                         f"{CONFIG}, {VOCAB} and {WEIGHTS})")
+    if not Path(folder).is_dir():
+        raise ModelError(f"{folder}: no such model folder")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise ModelError(f"{folder}: not a model folder (no {CONFIG})") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ModelError(f"{path}: corrupt model config ({e})") from e
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
+        raise ModelError(f"{path}: not a qtsearch model config")
+    return config
+
+
+def config_fields(config: dict[str, Any]) -> EncoderConfig:
+    """The architecture a config.json records (unknown keys ignored, missing ones default)."""
+    names = {f.name for f in dataclasses.fields(EncoderConfig)}
+    enc = config.get("encoder") or {}
+    return EncoderConfig(**{k: v for k, v in enc.items() if k in names})
+
+
+def read_vocab(folder: Path, cfg: EncoderConfig) -> Vocab:
+    """The folder's vocabulary, refused when its size is not the config's."""
+    vocab = Vocab.load(Path(folder) / VOCAB)
+    if len(vocab) != cfg.vocab_size:
+        raise ModelError(
+            f"{folder}: vocabulary has {len(vocab)} words, config says {cfg.vocab_size}"
+        )
+    return vocab
+
+
+def weights_path(folder: Path) -> Path:
+    weights = Path(folder) / WEIGHTS
+    if not weights.is_file():
+        raise ModelError(f"{folder}: weights file {WEIGHTS} missing")
+    return weights
+
+
+def fingerprint(folder: Path) -> str:
+    """A short hash of what determines the vectors: architecture, vocabulary and weights."""
+    h = hashlib.sha256()
+    for path in (Path(folder) / VOCAB, weights_path(folder)):
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    h.update(json.dumps(read_config(folder).get("encoder"), sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def read_metrics(folder: Path) -> list[dict[str, Any]]:
+    path = Path(folder) / METRICS
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash is not fatal
+    return rows
+
+
+def latest_validation(folder: Path) -> dict[str, Any] | None:
+    vals = [r for r in read_metrics(folder) if "val_accuracy" in r]
+    return vals[-1] if vals else None
