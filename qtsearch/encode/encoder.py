@@ -116,6 +116,7 @@ class FolderEncoder:
         normalize: bool = False,
         progress: Callable[[int], None] | None = None,
     ) -> np.ndarray:
+        """Vectors of token-id lists (the build's path: ids made once, by `token_ids`)."""
         raise NotImplementedError
 
     #: Whether a thread may tokenise the next input while `encode_ids` runs (the build's).
