@@ -65,7 +65,11 @@ def retrieval(x: np.ndarray, pairs: list[tuple[int, int]]) -> dict[str, float]:
 
 def probes_for_recall(x: np.ndarray, target: float = 0.95) -> tuple[int, int]:
     """(nlist, smallest nprobe with recall@10 >= target) of an IVF-Flat on `x`."""
-    from qtsearch.index.faiss_backend import FaissBuilder, apply_search_params, exact_neighbours
+    from qtsearch.index.faiss_backend import (
+        FaissBuilder,
+        exact_neighbours,
+        measure_recall,
+    )
 
     n, dim = x.shape
     nlist = int(4 * np.sqrt(n))
@@ -76,10 +80,8 @@ def probes_for_recall(x: np.ndarray, target: float = 0.95) -> tuple[int, int]:
     queries = x[rng.choice(n, size=500, replace=False)]
     truth = exact_neighbours(queries, iter([x]), 10)
     for nprobe in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, nlist):
-        apply_search_params(builder.index, {"nprobe": min(nprobe, nlist)})
-        _, found = builder.index.search(queries, 10)
-        recall = np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found, truth, strict=True)])
-        if recall >= target:
+        if measure_recall(builder.index, {"nprobe": min(nprobe, nlist)}, queries,
+                          truth) >= target:
             return nlist, min(nprobe, nlist)
     return nlist, nlist
 

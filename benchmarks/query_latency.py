@@ -52,9 +52,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from qtsearch.index.faiss_backend import Truth
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -188,12 +191,6 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
             "p95_ms": round(float(np.percentile(ms, 95)), 3)}
 
 
-def recall_at_k(found: np.ndarray, truth: np.ndarray) -> float:
-    hits = sum(len(set(f[f >= 0].tolist()) & set(t.tolist()))
-               for f, t in zip(found, truth, strict=True))
-    return hits / truth.size
-
-
 def _timed(fn: Any, *args: Any) -> float:
     t = time.perf_counter()
     fn(*args)
@@ -207,9 +204,10 @@ def _timed_cpu(fn: Any, *args: Any) -> tuple[float, float]:
     return time.perf_counter() - t, time.process_time() - c
 
 
-def measure(folder: Path, queries: list[str], truth: np.ndarray, k: int, single: int,
+def measure(folder: Path, queries: list[str], truth: Truth, k: int, single: int,
             sweep: bool) -> dict[str, Any]:
     """Latency, throughput and recall of one index folder, opened as the CLI opens it."""
+    from qtsearch.index.faiss_backend import recall_at_k
     from qtsearch.query.search import Index
 
     t0 = time.perf_counter()
@@ -253,11 +251,13 @@ def measure(folder: Path, queries: list[str], truth: np.ndarray, k: int, single:
             f"recall@{k}": round(recall_at_k(found, truth), 4),
         }
         if sweep and idx.index_type in SWEEPS:
-            row["sweep"] = sweep_parameter(idx, vectors[:single], truth[:single], k)
+            row["sweep"] = sweep_parameter(idx, vectors[:single], truth.head(single), k)
     return row
 
 
-def sweep_parameter(idx, vectors: np.ndarray, truth: np.ndarray, k: int) -> list[dict]:
+def sweep_parameter(idx, vectors: np.ndarray, truth: Truth, k: int) -> list[dict]:
+    from qtsearch.index.faiss_backend import recall_at_k
+
     """Recall and single-query search latency over the index type's search parameter."""
     name, values = SWEEPS[idx.index_type]
     tuned = dict(idx.params)
@@ -389,11 +389,13 @@ def main() -> None:
         if t != "flat":
             derive(flat, flat_manifest, folders[t], t)
 
+    from qtsearch.index.faiss_backend import TIE_EXTRA, Truth
     from qtsearch.query.search import Index
 
     with Index.open(flat, device="cpu") as exact:
         queries = [q for q in queries if exact.encoder.known_words(q) > 0]
-        _, truth = exact.backend.search(exact.embed(queries), args.k)
+        scores, ids = exact.backend.search(exact.embed(queries), args.k + TIE_EXTRA)
+        truth = Truth(ids, scores, args.k)  # tie-aware recall (qtsearch.index.faiss_backend)
 
     rows = []
     for t in types:

@@ -121,6 +121,25 @@ def test_approximate_recall_against_flat(kind, flat_index, corpus, tiny_model, t
         assert store.count() == index.ntotal
 
 
+def test_recall_counts_a_tie_with_the_kth_neighbour_as_found(flat_index):
+    """A sentence repeated 25 times: which 10 of its copies are the exact top 10 is arbitrary,
+    so returning 10 other copies is recall 1 (by id it would be 0, and the build's tuning
+    chased a recall that ties alone kept out of reach); a worse neighbour is still a miss."""
+    from qtsearch.index.faiss_backend import exact_neighbours, recall_at_k
+
+    x = _vectors(flat_index.path)[:500]
+    x = np.concatenate([x, np.repeat(x[:1], 24, axis=0)])  # ids 0, 500..523: one vector
+    truth = exact_neighbours(x[:1], iter([x[:250], x[250:]]), 10)
+    copies = {0, *range(500, 524)}
+    assert set(truth.ids[0, :10].tolist()) <= copies
+    others = np.array([sorted(copies - set(truth.ids[0, :10].tolist()))[:10]])
+    assert recall_at_k(others, truth) == 1.0
+    assert recall_at_k(others, truth.ids[:, :10]) == 0.0  # plain ids: the old measure
+    worse = others.copy()
+    worse[0, -1] = int(np.argsort(-(x[1:500] @ x[0]))[0]) + 1  # the best non-copy
+    assert recall_at_k(worse, truth) == 0.9
+
+
 def test_add_appends(flat_index, shared_data, tiny_model, tmp_path):
     import shutil
 

@@ -109,10 +109,10 @@ class IndexStage:
                 else:
                     recall = measure_recall(builder.index, params, queries, truth)
                 if recall < TARGET_RECALL and choice.fallback_key:
-                    why += (f"; {key} reached recall@{truth.shape[1]} {recall:.3f} < "
+                    why += (f"; {key} reached recall@{truth.k} {recall:.3f} < "
                             f"{TARGET_RECALL} on these vectors, so rebuilt as "
                             f"{choice.fallback_key}")
-                    self.progress.note(f"index: {key} recall@{truth.shape[1]} {recall:.3f} < "
+                    self.progress.note(f"index: {key} recall@{truth.k} {recall:.3f} < "
                                        f"{TARGET_RECALL}: rebuilding as {choice.fallback_key}")
                     key = choice.fallback_key
                     bar.grow(shards + 1)
@@ -120,10 +120,10 @@ class IndexStage:
                     recall = measure_recall(builder.index, params, queries, truth)
                 if recall < TARGET_RECALL:
                     self.progress.note(
-                        f"index: warning: {key} reaches recall@{truth.shape[1]} {recall:.3f} at "
+                        f"index: warning: {key} reaches recall@{truth.k} {recall:.3f} at "
                         f"best (target {TARGET_RECALL}); these vectors are hard to tell apart, "
                         f"--index flat is exact", warn=True)
-                quality = {f"recall@{truth.shape[1]}": round(recall, 4),
+                quality = {f"recall@{truth.k}": round(recall, 4),
                            "queries": int(queries.shape[0]), "target": TARGET_RECALL}
             bar(1)
         apply_search_params(builder.index, params)

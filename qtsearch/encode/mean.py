@@ -5,9 +5,9 @@ with it starts without importing torch (~2.4 s of a ~3.6 s start on 2 cores). A 
 (a query) are a gather and `add.reduceat`; many (a build) are one sparse product, rows of
 1/length weights times the table, which on 100k Gutenberg sentences of the shipped 256-d
 model took 0.20 s (median of 3) against torch's embedding bag's 0.34 s and the gather's 1.1 s
-(scipy.sparse costs ~0.3 s to import, so queries skip it). The vectors are torch's within 1e-6 (the same fp32
-table, summed in another order), and the fingerprint is the folder's, so indexes built with
-either open with the other.
+(scipy.sparse costs ~0.3 s to import, so queries skip it). The vectors are torch's within 1e-6
+(the same fp32 table, summed in another order), and the fingerprint is the folder's, so
+indexes built with either open with the other.
 """
 
 from __future__ import annotations
