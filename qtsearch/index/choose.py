@@ -35,7 +35,10 @@ SQ8_MAX = 300_000
 MEMORY_SHARE = 0.5
 #: faiss warns below 39 training points per centroid.
 MIN_POINTS_PER_CENTROID = 39
-HNSW_M = 32
+#: Links per node of an HNSW graph. 64, not faiss's usual 32: on 200k Gutenberg sentences of
+#: the shipped mean model (centred, 256-d) M=32 needed efSearch 512 for recall@10 0.95 (2.85 ms
+#: a search), M=64 efSearch 128 (1.13 ms), for 1.4x the build time and +256 B a vector.
+HNSW_M = 64
 #: Recall@10 that nprobe / efSearch tuning aims for.
 TARGET_RECALL = 0.95
 #: PQ sub-quantizer counts faiss-gpu supports; we use the same list on CPU for portability.
