@@ -65,11 +65,8 @@ def retrieval(x: np.ndarray, pairs: list[tuple[int, int]]) -> dict[str, float]:
 
 def probes_for_recall(x: np.ndarray, target: float = 0.95) -> tuple[int, int]:
     """(nlist, smallest nprobe with recall@10 >= target) of an IVF-Flat on `x`."""
-    from qtsearch.index.faiss_backend import (
-        FaissBuilder,
-        exact_neighbours,
-        measure_recall,
-    )
+    from qtsearch.index.faiss_backend import FaissBuilder
+    from qtsearch.index.recall import exact_neighbours, measure_recall
 
     n, dim = x.shape
     nlist = int(4 * np.sqrt(n))

@@ -56,7 +56,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("gpu_search: needs a CUDA GPU")
 
-    from qtsearch.index.faiss_backend import recall_at_k
+    from qtsearch.index.recall import recall_at_k
     from qtsearch.query.search import Index
 
     t = time.perf_counter()

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from qtsearch.index.faiss_backend import Truth
+    from qtsearch.index.recall import Truth
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -207,7 +207,7 @@ def _timed_cpu(fn: Any, *args: Any) -> tuple[float, float]:
 def measure(folder: Path, queries: list[str], truth: Truth, k: int, single: int,
             sweep: bool) -> dict[str, Any]:
     """Latency, throughput and recall of one index folder, opened as the CLI opens it."""
-    from qtsearch.index.faiss_backend import recall_at_k
+    from qtsearch.index.recall import recall_at_k
     from qtsearch.query.search import Index
 
     t0 = time.perf_counter()
@@ -256,7 +256,7 @@ def measure(folder: Path, queries: list[str], truth: Truth, k: int, single: int,
 
 
 def sweep_parameter(idx, vectors: np.ndarray, truth: Truth, k: int) -> list[dict]:
-    from qtsearch.index.faiss_backend import recall_at_k
+    from qtsearch.index.recall import recall_at_k
 
     """Recall and single-query search latency over the index type's search parameter."""
     name, values = SWEEPS[idx.index_type]
@@ -389,13 +389,13 @@ def main() -> None:
         if t != "flat":
             derive(flat, flat_manifest, folders[t], t)
 
-    from qtsearch.index.faiss_backend import TIE_EXTRA, Truth
+    from qtsearch.index.recall import TIE_EXTRA, Truth
     from qtsearch.query.search import Index
 
     with Index.open(flat, device="cpu") as exact:
         queries = [q for q in queries if exact.encoder.known_words(q) > 0]
         scores, ids = exact.backend.search(exact.embed(queries), args.k + TIE_EXTRA)
-        truth = Truth(ids, scores, args.k)  # tie-aware recall (qtsearch.index.faiss_backend)
+        truth = Truth(ids, scores, args.k)  # tie-aware recall (qtsearch.index.recall)
 
     rows = []
     for t in types:

@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from qtsearch.index import open_faiss_index
-from qtsearch.index.faiss_backend import FaissBuilder, flat_vectors, recall_at_k
+from qtsearch.index.faiss_backend import FaissBuilder, flat_vectors
 from qtsearch.index.gpu import FlatSearch, GpuFlatBackend, assign_numpy, spherical_kmeans
+from qtsearch.index.recall import recall_at_k
 from qtsearch.query.search import Index
 
 CPU = torch.device("cpu")

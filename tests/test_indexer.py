@@ -125,7 +125,7 @@ def test_recall_counts_a_tie_with_the_kth_neighbour_as_found(flat_index):
     """A sentence repeated 25 times: which 10 of its copies are the exact top 10 is arbitrary,
     so returning 10 other copies is recall 1 (by id it would be 0, and the build's tuning
     chased a recall that ties alone kept out of reach); a worse neighbour is still a miss."""
-    from qtsearch.index.faiss_backend import exact_neighbours, recall_at_k
+    from qtsearch.index.recall import exact_neighbours, recall_at_k
 
     x = _vectors(flat_index.path)[:500]
     x = np.concatenate([x, np.repeat(x[:1], 24, axis=0)])  # ids 0, 500..523: one vector

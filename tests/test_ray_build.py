@@ -136,7 +136,9 @@ def test_interrupted_ray_build_resumes_to_the_identical_index(ray_cluster, local
     with pytest.raises(Interrupted, match="run the same command again"):
         build_on("ray", cfg, RayOptions(workers=2), progress=False)
     embedded = sorted(shards.glob("emb_?????.npy"))  # whole files (tmp files have other names)
-    assert handed_out == [list(range(8))] and 3 <= len(embedded) < 8
+    # the workers may finish every shard before the driver's interrupt lands (a mean model
+    # embeds a shard in milliseconds); the lost shard below leaves work to resume either way
+    assert handed_out == [list(range(8))] and 3 <= len(embedded) <= 8
     embedded[0].unlink()  # a shard lost with the machine that held it: redone
     kept = {int(p.stem[4:]) for p in embedded[1:]}
     monkeypatch.setattr(BuildState, "timed", timed)  # (the spy stays)

@@ -20,12 +20,10 @@ from qtsearch.index.choose import TARGET_RECALL, choose_index
 from qtsearch.index.faiss_backend import (
     FaissBuilder,
     apply_search_params,
-    exact_neighbours,
-    measure_recall,
     resolve_faiss_device,
-    tune_search,
     write_faiss_index,
 )
+from qtsearch.index.recall import exact_neighbours, measure_recall, tune_search
 from qtsearch.index.transform import VectorTransform
 
 #: Queries sampled from the corpus to tune nprobe / efSearch, and k of the recall target.

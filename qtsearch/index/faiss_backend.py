@@ -12,8 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -230,123 +229,6 @@ class FaissBuilder:
     @property
     def ntotal(self) -> int:
         return int(self.index.ntotal)
-
-
-#: Exact neighbours fetched beyond k, so that sentences tied with the k-th (a repeated
-#: sentence; with a mean-of-words model any two sentences of the same words) are known.
-TIE_EXTRA = 20
-#: Scores within this of the k-th exact score are ties (fp32 sums in another order differ in
-#: the 7th digit).
-TIE_TOL = 1e-5
-
-
-@dataclass
-class Truth:
-    """The exact neighbours of tuning queries: ids and scores (inner product), best first, k
-    plus TIE_EXTRA of them; `k` is the recall's."""
-
-    ids: np.ndarray
-    scores: np.ndarray
-    k: int
-
-    def head(self, n: int) -> Truth:
-        """The first `n` queries' neighbours."""
-        return Truth(self.ids[:n], self.scores[:n], self.k)
-
-
-def exact_neighbours(queries: np.ndarray, batches: Iterable[np.ndarray], k: int) -> Truth:
-    """Exact top-k neighbours (inner product) of `queries` over vectors streamed batch by
-    batch, so the ground truth for tuning needs memory for one batch, not for the whole corpus;
-    TIE_EXTRA more are kept to recognise ties with the k-th."""
-    nq, kk = queries.shape[0], k + TIE_EXTRA
-    best_d = np.full((nq, kk), -np.inf, dtype=np.float32)
-    best_i = np.full((nq, kk), -1, dtype=np.int64)
-    offset = 0
-    for batch in batches:
-        flat = faiss.IndexFlatIP(queries.shape[1])
-        flat.add(np.ascontiguousarray(batch, dtype=np.float32))
-        d, i = flat.search(queries, min(kk, batch.shape[0]))
-        all_d = np.concatenate([best_d, d], axis=1)
-        all_i = np.concatenate([best_i, i + offset], axis=1)
-        top = np.argsort(-all_d, axis=1, kind="stable")[:, :kk]
-        best_d = np.take_along_axis(all_d, top, axis=1)
-        best_i = np.take_along_axis(all_i, top, axis=1)
-        offset += batch.shape[0]
-    return Truth(best_i, best_d, k)
-
-
-def recall_at_k(found: np.ndarray, truth: np.ndarray | Truth) -> float:
-    """Mean fraction of the true top-k found in the returned top-k. With a `Truth`, a returned
-    id tied with the k-th exact neighbour counts as found: which of several equal vectors make
-    the top k is arbitrary, and counting them as misses made the build tune HNSW for a recall
-    that ties alone kept out of reach (1M Gutenberg sentences, mean model: 0.923 by id at
-    efSearch 1024, 0.955 tie-aware at 512)."""
-    if not isinstance(truth, Truth):
-        hits = sum(len(set(f[f >= 0].tolist()) & set(t[t >= 0].tolist()))
-                   for f, t in zip(found, truth, strict=True))
-        return hits / max(1, int((truth >= 0).sum()))
-    k, hits, total = truth.k, 0, 0
-    for f, ids, scores in zip(found, truth.ids, truth.scores, strict=True):
-        real = ids[:k] >= 0
-        n = int(real.sum())
-        if n == 0:
-            continue
-        kth = scores[:k][real][-1]
-        accept = set(ids[:k][real].tolist()) | set(ids[(scores >= kth - TIE_TOL) & (ids >= 0)]
-                                                   .tolist())
-        hits += min(n, len(set(f[f >= 0].tolist()) & accept))
-        total += n
-    return hits / max(1, total)
-
-
-def measure_recall(index: faiss.Index, params: dict[str, Any], queries: np.ndarray,
-                   truth: Truth) -> float:
-    """Recall@k of `index` searched with `params` against the exact neighbours `truth`."""
-    apply_search_params(index, params)
-    _, found = index.search(queries, truth.k)
-    return recall_at_k(found, truth)
-
-
-def tune_search(
-    index: faiss.Index,
-    name: str,
-    candidates: list[int],
-    queries: np.ndarray,
-    truth: Truth,
-    target: float,
-    outer: str | None = None,
-    outer_candidates: list[int] | None = None,
-) -> tuple[dict[str, Any], float]:
-    """The cheapest search parameters reaching `target` recall@k (else the most accurate).
-
-    For each value of the outer parameter (smallest first; e.g. the refine shortlist factor),
-    binary-search the smallest `name` (e.g. nprobe) whose recall reaches the target: recall
-    grows with both, so the first outer value that can reach it wins.
-    """
-    best: tuple[dict[str, Any], float] = ({}, -1.0)
-    for o in (outer_candidates or [None]):
-        fixed = {} if o is None or outer is None else {outer: o}
-
-        def recall(value: int, fixed: dict[str, Any] = fixed) -> float:
-            return measure_recall(index, {**fixed, name: value}, queries, truth)
-
-        lo, hi = 0, len(candidates) - 1
-        top = recall(candidates[hi])
-        if top > best[1]:
-            best = ({**fixed, name: candidates[hi]}, top)
-        if top < target:
-            continue
-        found = (candidates[hi], top)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            r = recall(candidates[mid])
-            if r >= target:
-                hi = mid
-                found = (candidates[mid], r)
-            else:
-                lo = mid + 1
-        return {**fixed, name: found[0]}, found[1]
-    return best
 
 
 class FaissBackend:
