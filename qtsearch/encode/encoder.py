@@ -141,7 +141,9 @@ class Encoder(FolderEncoder):
         self.amp = autocast_dtype(self.device, precision)
         self.model.to(self.device)
         self.dim = self.model.dim
-        self.gru = isinstance(self.model, QuickThoughts)  # the compiled CPU paths' models
+        #: [f(s); g(s)] of a Quick-Thoughts model: the compiled CPU paths' models, and the
+        #: halves NextSent scores as f(query)·g(candidate)
+        self.quick_thoughts = isinstance(self.model, QuickThoughts)
 
     def encode_ids(
         self,
@@ -200,7 +202,7 @@ class Encoder(FolderEncoder):
         """The CPU path for batches (qtsearch.inference.stepped), where the model has one (a
         QT model of GRUs). Imported here, like the query path: only work that embeds with such
         a model should pay for numba."""
-        if self.device.type != "cpu" or not self.gru:
+        if self.device.type != "cpu" or not self.quick_thoughts:
             return None
         import torch
 
@@ -213,7 +215,7 @@ class Encoder(FolderEncoder):
         """The query path for a few sentences, where it applies: fp32 on the CPU, a QT model
         (of GRUs). Imported here: numba costs ~0.5 s to import, which only query-time work
         with such a model should pay (not a one-shot search of the shipped mean model)."""
-        if self.device.type != "cpu" or self.amp is not None or not self.gru:
+        if self.device.type != "cpu" or self.amp is not None or not self.quick_thoughts:
             return None
         from qtsearch.inference.fused import SmallBatchEncoder
 
@@ -261,8 +263,8 @@ def load_encoder(
     the same interface as `Encoder` for indexing and search but no token-id fast path.
 
     A mean-of-words model on the CPU is encoded in numpy (`MeanEncoder`: the same vectors
-    within 1e-7, ~2x faster than torch, and torch is never imported); `device` "cpu" decides
-    that without torch, "auto" asks torch whether a GPU is there."""
+    within 1e-6, faster than torch on batches, and torch is never imported); `device` "cpu"
+    decides that without torch, "auto" asks torch whether a GPU is there."""
     if isinstance(path, str) and path in EXTERNAL_ENCODERS:
         return load_external(path, device)
     folder = Path(path) if path is not None else default_model_path()

@@ -60,9 +60,9 @@ def exact_neighbours(queries: np.ndarray, batches: Iterable[np.ndarray], k: int)
 def recall_at_k(found: np.ndarray, truth: np.ndarray | Truth) -> float:
     """Mean fraction of the true top-k found in the returned top-k. With a `Truth`, a returned
     id tied with the k-th exact neighbour counts as found: which of several equal vectors make
-    the top k is arbitrary, and counting them as misses made the build tune HNSW for a recall
-    that ties alone kept out of reach (1M Gutenberg sentences, mean model: 0.923 by id at
-    efSearch 1024, 0.955 tie-aware at 512)."""
+    the top k is arbitrary, and counting them as misses made the build tune for a recall that
+    ties alone kept out of reach (1M Gutenberg sentences, mean model: ties lifted HNSW's
+    measured recall by 0.01-0.04)."""
     if not isinstance(truth, Truth):
         hits = sum(len(set(f[f >= 0].tolist()) & set(t[t >= 0].tolist()))
                    for f, t in zip(found, truth, strict=True))
@@ -73,9 +73,8 @@ def recall_at_k(found: np.ndarray, truth: np.ndarray | Truth) -> float:
         n = int(real.sum())
         if n == 0:
             continue
-        kth = scores[:k][real][-1]
-        accept = set(ids[:k][real].tolist()) | set(ids[(scores >= kth - TIE_TOL) & (ids >= 0)]
-                                                   .tolist())
+        kth = scores[:k][real][-1]  # scores are sorted: the top k are all within the tie bound
+        accept = set(ids[(scores >= kth - TIE_TOL) & (ids >= 0)].tolist())
         hits += min(n, len(set(f[f >= 0].tolist()) & accept))
         total += n
     return hits / max(1, total)

@@ -90,7 +90,7 @@ class NextSentence(Task):
         t = np.asarray([row[b] for _, b in self.pairs])
         unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         out = summary(ranks(unit[q], unit, q, t, tick))
-        if isinstance(embed.encoder, Encoder):  # [f(s); g(s)]: score f(query)·g(candidate)
+        if isinstance(embed.encoder, Encoder) and embed.encoder.quick_thoughts:  # [f(s); g(s)]
             half = vectors.shape[1] // 2
             out.update(summary(ranks(vectors[q, :half], vectors[:, half:], q, t, tick), "fg_"))
         out.update(chance=100.0 / (len(self.pool) - 1), candidates=float(len(self.pool)),
