@@ -238,7 +238,7 @@ def index_reference(index_corpus, tiny_model, tmp_path_factory) -> Path:
 
 INDEX_KILLS = [
     ("several-shards", "qtsearch.build.shards:write_npy", "after", 3, ""),
-    ("index-written", "qtsearch.build.index_stage:write_faiss_index", "after", 1, ""),
+    ("index-written", "qtsearch.index.faiss_backend:write_faiss_index", "after", 1, ""),
     ("metadata-half", "qtsearch.index.store:MetadataStore.insert_many", "after", 4, ""),
     ("parquet-export", "qtsearch.index.store:MetadataStore.to_parquet", "before", 1, ""),
     ("cleanup", "shutil:rmtree", "before", 1, "shards"),
@@ -318,7 +318,7 @@ def test_killed_overwrite_keeps_the_old_index_whole(index_corpus, tiny_model, in
     small = tmp_path / "small.txt"
     small.write_text("A different corpus.\nWith two lines.\n", encoding="utf-8")
     argv = [*index_argv(small, tiny_model, out), "--overwrite"]
-    killed_run("qtsearch.build.index_stage:write_faiss_index", "after", 1, argv)
+    killed_run("qtsearch.index.faiss_backend:write_faiss_index", "after", 1, argv)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 

@@ -17,7 +17,8 @@ from test_crash_safety import killed_run, run_cli
 from qtsearch.build.append import add_to_index
 from qtsearch.build.derive import build_from_index
 from qtsearch.build.pipeline import IndexConfig, build_index
-from qtsearch.index import open_faiss_index, read_manifest
+from qtsearch.index import read_manifest
+from qtsearch.index.faiss_backend import FaissBackend
 from qtsearch.index.store import MetadataStore
 
 
@@ -35,7 +36,7 @@ def built(corpus, tiny_model, tmp_path_factory) -> Path:
 
 
 def assert_fts_matches_vectors(folder: Path) -> None:
-    n = int(open_faiss_index(folder / "index.faiss").ntotal)
+    n = FaissBackend.open(folder / "index.faiss").ntotal  # rows, also of a folded graph
     assert fts_ids(folder) == list(range(n))
     conn = sqlite3.connect(folder / "meta.sqlite")
     try:

@@ -15,7 +15,7 @@ from qtsearch.errors import IndexError_, InputError, UsageError
 from qtsearch.index import backend as backend_module
 from qtsearch.index.store import MetadataStore
 from qtsearch.query.fusion import convex, rrf
-from qtsearch.query.lexical import LexicalSearch, query_words
+from qtsearch.query.lexical import LexicalSearch, Stems, query_words
 from qtsearch.query.search import MODES, Index
 
 #: Text that is FTS5 query syntax, quoting or punctuation: never an error, never a crash.
@@ -142,6 +142,25 @@ def test_learned_counts_plan_as_the_cold_lookups(tmp_path):
         assert {w: warm.rows_of(w) for w in words} == {w: cold.rows_of(w) for w in words}
         assert [warm.rows_of(w) for w in words] == [4, 1, 1, 1, 1, 1, 0]
         assert warm.plan("nothing nothingness") == cold.plan("nothing nothingness")
+
+
+def test_words_are_stemmed_in_one_pass_and_ahead_by_the_warm_up(tmp_path):
+    """A query's new words go through the tokenizer together, with the answers one at a
+    time gives; the warm-up stems the words it is given (the model's), so a query made of
+    them never reaches the tokenizer."""
+    words = ["nothing", "nothingness", "dan’s", "rained", "café", "", "absent", "nothing"]
+    single = Stems()
+    assert Stems().of(words) == {w: single.of([w])[w] for w in words}
+    assert Stems().of(words)["rained"] == "rain" and Stems().of(words)["dan’s"] is None
+    with MetadataStore.create(tmp_path / "m.sqlite") as store:
+        store.insert_many([(0, "It rained on the café.", "t.txt", 0, 0, 0)])
+        store.fts_create()
+        store.fts_fill(0)
+    with MetadataStore.open(tmp_path / "m.sqlite") as store:
+        warm = LexicalSearch(store)
+        warm.learn_counts(["Rained", "Café"])
+        warm._stems._db = None  # any tokenizer call would fail now
+        assert warm.search("rained café", 5)[0][0] == 0
 
 
 def test_fusions_on_known_scores():

@@ -16,6 +16,7 @@ from qtsearch.encode.encoder import load_encoder
 from qtsearch.errors import InputError, ModelError, OutputError
 from qtsearch.index import apply_search_params, gpu_available, open_faiss_index, read_manifest
 from qtsearch.index.choose import FLAT_MAX, SQ8_MAX, choose_index, ivf_lists
+from qtsearch.index.faiss_backend import FaissBackend
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
 
@@ -111,8 +112,8 @@ def test_approximate_recall_against_flat(kind, flat_index, corpus, tiny_model, t
     x = _vectors(flat_index.path)
     queries = x[np.random.default_rng(7).choice(len(x), 300, replace=False)]
     _, truth = open_faiss_index(flat_index.path / "index.faiss").search(queries, 10)
-    index = open_faiss_index(result.path / "index.faiss")
-    apply_search_params(index, m["index_params"])
+    index = FaissBackend.open(result.path / "index.faiss")  # rows, also of a folded graph
+    index.set_params(m["index_params"])
     _, found = index.search(queries, 10)
     recall = np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found, truth, strict=True)])
     assert recall >= 0.9, (kind, m["index_key"], m["index_params"], recall)

@@ -15,7 +15,7 @@ from qtsearch.build.folders import file_checksum, swap_in
 from qtsearch.build.progress import Progress
 from qtsearch.encode.encoder import load_encoder
 from qtsearch.errors import IndexError_, Interrupted, ModelError
-from qtsearch.index.faiss_backend import open_faiss_index, write_faiss_index
+from qtsearch.index.faiss_backend import FaissBuilder
 from qtsearch.index.manifest import (
     INDEX_FILE,
     META_FILE,
@@ -88,8 +88,8 @@ def add_to_index(index_dir: str | os.PathLike, corpus: list[str],
         shutil.rmtree(work)
     shutil.copytree(folder, work)
     try:
-        index = open_faiss_index(work / INDEX_FILE)
-        start = int(index.ntotal)
+        index = FaissBuilder.reopen(work / INDEX_FILE)
+        start = index.ntotal
         with MetadataStore.open(work / META_FILE, readonly=False) as store:
             if store.count() != start:
                 raise IndexError_(f"{folder}: index holds {start:,} vectors but the metadata "
@@ -111,7 +111,7 @@ def add_to_index(index_dir: str | os.PathLike, corpus: list[str],
             store.checkpoint()
             if (work / PARQUET_FILE).exists():
                 store.to_parquet(work / PARQUET_FILE)
-        write_faiss_index(index, work / INDEX_FILE)
+        index.write(work / INDEX_FILE)
         added = {"count": n - start, "seconds": round(time.perf_counter() - t0, 3), "at": now()}
         write_manifest(work, compose_manifest(
             manifest, count=n, corpus=manifest["corpus"] + [file_checksum(f) for f in files],

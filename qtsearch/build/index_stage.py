@@ -21,7 +21,6 @@ from qtsearch.index.faiss_backend import (
     FaissBuilder,
     apply_search_params,
     resolve_faiss_device,
-    write_faiss_index,
 )
 from qtsearch.index.recall import exact_neighbours, measure_recall, tune_search
 from qtsearch.index.transform import VectorTransform
@@ -40,7 +39,8 @@ def manifest_fields(info: dict[str, Any]) -> dict[str, Any]:
 
 def build_fields(info: dict[str, Any]) -> dict[str, Any]:
     """The manifest's `build` keys that say how the index was chosen and how well it recalls."""
-    return {"why": info["why"], "recall": info["recall"], "faiss_device": info["device"]}
+    return {"why": info["why"], "recall": info["recall"], "faiss_device": info["device"],
+            **({"graph_nodes": info["nodes"]} if "nodes" in info else {})}
 
 
 class IndexStage:
@@ -103,9 +103,9 @@ class IndexStage:
                 if choice.tune:
                     params, recall = tune_search(
                         builder.index, choice.tune, choice.candidates, queries, truth,
-                        TARGET_RECALL, choice.outer, choice.outer_candidates)
+                        TARGET_RECALL, choice.outer, choice.outer_candidates, builder.fold)
                 else:
-                    recall = measure_recall(builder.index, params, queries, truth)
+                    recall = measure_recall(builder.index, params, queries, truth, builder.fold)
                 if recall < TARGET_RECALL and choice.fallback_key:
                     why += (f"; {key} reached recall@{truth.k} {recall:.3f} < "
                             f"{TARGET_RECALL} on these vectors, so rebuilt as "
@@ -115,7 +115,7 @@ class IndexStage:
                     key = choice.fallback_key
                     bar.grow(shards + 1)
                     builder = self._fill(key, dim, device, choice.train_size, bar)
-                    recall = measure_recall(builder.index, params, queries, truth)
+                    recall = measure_recall(builder.index, params, queries, truth, builder.fold)
                 if recall < TARGET_RECALL:
                     self.progress.note(
                         f"index: warning: {key} reaches recall@{truth.k} {recall:.3f} at "
@@ -125,6 +125,11 @@ class IndexStage:
                            "queries": int(queries.shape[0]), "target": TARGET_RECALL}
             bar(1)
         apply_search_params(builder.index, params)
-        write_faiss_index(builder.index, path)
+        builder.write(path)
+        fold = builder.fold
+        if fold is not None and fold.nodes < fold.rows:
+            self.progress.note(f"index: {fold.rows:,} vectors, {fold.nodes:,} distinct: "
+                               f"copies share one graph node")
         return {"requested": requested, "type": choice.index_type, "key": key,
-                "params": params, "why": why, "recall": quality, "device": device}
+                "params": params, "why": why, "recall": quality, "device": device,
+                **({"nodes": fold.nodes} if fold is not None else {})}

@@ -20,6 +20,7 @@ import faiss
 import numpy as np
 
 from qtsearch.errors import IndexError_, OutputError, UsageError
+from qtsearch.index.fold import FOLD_FILE, Fold, Folder
 
 if TYPE_CHECKING:  # torch: only builds and searches on a GPU import it
     import torch
@@ -64,6 +65,8 @@ def apply_search_params(index: faiss.Index, params: dict[str, Any]) -> None:
                               f"({str(e).splitlines()[-1]})") from e
 
 
+#: Stored vectors read back at a time when reopening a graph to add to it.
+ADD_CHUNK = 50_000
 #: Query batches up to this size are searched on one OpenMP thread.
 FEW_QUERIES = 4
 
@@ -85,9 +88,21 @@ def threads_for(index: faiss.Index, n_queries: int) -> Iterator[None]:
         faiss.omp_set_num_threads(before)
 
 
+def is_graph(index: faiss.Index) -> bool:
+    return isinstance(faiss.downcast_index(index), faiss.IndexHNSW)
+
+
 def searches_per_query(index: faiss.Index) -> bool:
     """Whether faiss parallelises this index's search over queries only (HNSW, IVF)."""
-    return isinstance(faiss.downcast_index(index), faiss.IndexHNSW) or ivf_of(index) is not None
+    return is_graph(index) or ivf_of(index) is not None
+
+
+def search_rows(index: faiss.Index, fold: Fold | None, queries: np.ndarray,
+                k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scores and row ids [nq, k]: a folded graph's nodes expanded to their rows."""
+    with threads_for(index, len(queries)):
+        scores, ids = index.search(queries, k)
+    return (scores, ids) if fold is None else fold.expand(scores, ids, k)
 
 
 def open_faiss_index(path: str | os.PathLike, mmap: bool = False) -> faiss.Index:
@@ -157,7 +172,8 @@ class FaissBuilder:
     """Create, train and fill one index from a factory key, on CPU or (partly) GPU.
 
     Usage: `train(sample)` once (a no-op for flat), `add(batch)` per shard in id order, then
-    `index` is the CPU index to write. Vectors must already be L2-normalised float32.
+    `write(path)`. Vectors must already be L2-normalised float32. A graph (HNSW) holds each
+    distinct vector once (qtsearch.index.fold says why); `fold` maps rows to its nodes.
     """
 
     def __init__(self, key: str, dim: int, device: str = "cpu"):
@@ -168,6 +184,7 @@ class FaissBuilder:
         except RuntimeError as e:
             raise UsageError(f"faiss cannot build index {key!r}: "
                              f"{str(e).strip().splitlines()[-1]}") from e
+        self.folder = Folder(self._stored) if is_graph(self.index) else None
         # The factory turns on polysemous training for PQ codes: a simulated-annealing pass
         # that took 100+ s on 2k vectors and that inner-product search never uses.
         top = faiss.downcast_index(self.index)
@@ -205,8 +222,27 @@ class FaissBuilder:
             ivf.quantizer.add(spherical_kmeans(sample, ivf.nlist, self.gpu))
         self.index.train(sample)
 
+    @classmethod
+    def reopen(cls, path: Path) -> FaissBuilder:
+        """The index written at `path`, to add to; a folded graph goes on folding (an index
+        written before folding existed stays one node per row)."""
+        index = open_faiss_index(path)
+        builder = cls("Flat", int(index.d))
+        builder.index, builder.key = index, ""
+        fold = Fold.load(path.parent)
+        if fold is not None:
+            builder.folder = Folder(builder._stored, fold, (
+                index.reconstruct_n(lo, min(ADD_CHUNK, index.ntotal - lo))
+                for lo in range(0, int(index.ntotal), ADD_CHUNK)))
+        return builder
+
+    def _stored(self, nodes: np.ndarray) -> np.ndarray:
+        return self.index.reconstruct_batch(np.ascontiguousarray(nodes, dtype=np.int64))
+
     def add(self, vectors: np.ndarray) -> None:
         x = np.ascontiguousarray(vectors, dtype=np.float32)
+        if self.folder is not None:
+            x = x[self.folder.assign(x)]
         ivf = ivf_of(self.index)
         if self.gpu is None or ivf is None:
             self.index.add(x)
@@ -228,20 +264,35 @@ class FaissBuilder:
 
     @property
     def ntotal(self) -> int:
-        return int(self.index.ntotal)
+        """Rows added (graph nodes are fewer where vectors repeat)."""
+        return self.folder.rows if self.folder is not None else int(self.index.ntotal)
+
+    @property
+    def fold(self) -> Fold | None:
+        return self.folder.fold() if self.folder is not None else None
+
+    def write(self, path: Path) -> None:
+        """The index file, and beside it the fold of a graph (a stale one removed)."""
+        fold = self.fold
+        if fold is not None:
+            fold.save(path.parent)
+        else:
+            (path.parent / FOLD_FILE).unlink(missing_ok=True)
+        write_faiss_index(self.index, path)
 
 
 class FaissBackend:
     """A faiss index opened for queries (the `VectorBackend` of qtsearch.index.backend)."""
 
-    def __init__(self, index: faiss.Index, path: Path):
+    def __init__(self, index: faiss.Index, path: Path, fold: Fold | None = None):
         self.index = index
         self.path = path
+        self.fold = fold
         self.params: dict[str, Any] = {}
 
     @classmethod
     def open(cls, path: Path) -> FaissBackend:
-        return cls(open_faiss_index(path, mmap=True), path)  # read-only use
+        return cls(open_faiss_index(path, mmap=True), path, Fold.load(path.parent))  # read-only
 
     @property
     def d(self) -> int:
@@ -249,15 +300,15 @@ class FaissBackend:
 
     @property
     def ntotal(self) -> int:
-        return int(self.index.ntotal)
+        """Rows (sentences): a folded graph holds fewer nodes."""
+        return self.fold.rows if self.fold is not None else int(self.index.ntotal)
 
     def set_params(self, params: dict[str, Any]) -> None:
         apply_search_params(self.index, params)
         self.params.update(params)
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        with threads_for(self.index, len(queries)):
-            return self.index.search(queries, k)
+        return search_rows(self.index, self.fold, queries, k)
 
     def reconstruct(self, ids: np.ndarray) -> np.ndarray | None:
         """Stored vectors by id (decoded codes for quantised storage), or None where faiss
@@ -265,8 +316,9 @@ class FaissBackend:
         flat = flat_vectors(self.index)
         if flat is not None:  # a view of the mapped file: no decoding call per id
             return np.asarray(flat[ids], dtype=np.float32)
+        nodes = ids if self.fold is None else self.fold.node_of_row[ids]
         try:
-            return self.index.reconstruct_batch(np.ascontiguousarray(ids, dtype=np.int64))
+            return self.index.reconstruct_batch(np.ascontiguousarray(nodes, dtype=np.int64))
         except RuntimeError:
             return None
 
@@ -277,7 +329,10 @@ class FaissBackend:
 
     def touch_pages(self) -> None:
         """Map every page of an HNSW graph's vectors into this process: the first touch of a
-        mapped page faults even when the file is cached (1M HNSW: ~90 ms a cold query)."""
+        mapped page faults even when the file is cached (1M HNSW: ~90 ms a cold query); and
+        index a fold's rows by node."""
+        if self.fold is not None:
+            self.fold.prepare()
         graph = faiss.downcast_index(self.index)
         if isinstance(graph, faiss.IndexHNSW):
             mapped = flat_vectors(graph.storage)

@@ -12,7 +12,8 @@ from typing import Any
 import faiss
 import numpy as np
 
-from qtsearch.index.faiss_backend import apply_search_params
+from qtsearch.index.faiss_backend import apply_search_params, search_rows
+from qtsearch.index.fold import Fold
 
 #: Exact neighbours fetched beyond k, so that sentences tied with the k-th (a repeated
 #: sentence; with a mean-of-words model any two sentences of the same words) are known.
@@ -57,12 +58,15 @@ def exact_neighbours(queries: np.ndarray, batches: Iterable[np.ndarray], k: int)
     return Truth(best_i, best_d, k)
 
 
-def recall_at_k(found: np.ndarray, truth: np.ndarray | Truth) -> float:
+def recall_at_k(found: np.ndarray, truth: np.ndarray | Truth,
+                fold: Fold | None = None) -> float:
     """Mean fraction of the true top-k found in the returned top-k. With a `Truth`, a returned
     id tied with the k-th exact neighbour counts as found: which of several equal vectors make
     the top k is arbitrary, and counting them as misses made the build tune for a recall that
     ties alone kept out of reach (1M Gutenberg sentences, mean model: ties lifted HNSW's
-    measured recall by 0.01-0.04)."""
+    measured recall by 0.01-0.04). With the `fold` of a graph, a returned row counts when its
+    node (its vector) is one of the accepted ones: a node repeated more often than the exact
+    search listed is still the same vector."""
     if not isinstance(truth, Truth):
         hits = sum(len(set(f[f >= 0].tolist()) & set(t[t >= 0].tolist()))
                    for f, t in zip(found, truth, strict=True))
@@ -74,18 +78,23 @@ def recall_at_k(found: np.ndarray, truth: np.ndarray | Truth) -> float:
         if n == 0:
             continue
         kth = scores[:k][real][-1]  # scores are sorted: the top k are all within the tie bound
-        accept = set(ids[(scores >= kth - TIE_TOL) & (ids >= 0)].tolist())
-        hits += min(n, len(set(f[f >= 0].tolist()) & accept))
+        accept = ids[(scores >= kth - TIE_TOL) & (ids >= 0)]
+        f = f[f >= 0]
+        if fold is not None:
+            hits += min(n, int(np.isin(fold.node_of_row[f], fold.node_of_row[accept]).sum()))
+        else:
+            hits += min(n, len(set(f.tolist()) & set(accept.tolist())))
         total += n
     return hits / max(1, total)
 
 
 def measure_recall(index: faiss.Index, params: dict[str, Any], queries: np.ndarray,
-                   truth: Truth) -> float:
-    """Recall@k of `index` searched with `params` against the exact neighbours `truth`."""
+                   truth: Truth, fold: Fold | None = None) -> float:
+    """Recall@k of `index` (rows folded onto its nodes by `fold`) searched with `params`
+    against the exact neighbours `truth`."""
     apply_search_params(index, params)
-    _, found = index.search(queries, truth.k)
-    return recall_at_k(found, truth)
+    _, found = search_rows(index, fold, queries, truth.k)
+    return recall_at_k(found, truth, fold)
 
 
 def tune_search(
@@ -97,6 +106,7 @@ def tune_search(
     target: float,
     outer: str | None = None,
     outer_candidates: list[int] | None = None,
+    fold: Fold | None = None,
 ) -> tuple[dict[str, Any], float]:
     """The cheapest search parameters reaching `target` recall@k (else the most accurate).
 
@@ -109,7 +119,7 @@ def tune_search(
         fixed = {} if o is None or outer is None else {outer: o}
 
         def recall(value: int, fixed: dict[str, Any] = fixed) -> float:
-            return measure_recall(index, {**fixed, name: value}, queries, truth)
+            return measure_recall(index, {**fixed, name: value}, queries, truth, fold)
 
         lo, hi = 0, len(candidates) - 1
         top = recall(candidates[hi])

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from qtsearch.index.store import FTS_TOKENIZE, MetadataStore, fts_phrase
@@ -58,18 +58,26 @@ class Stems:
         self._known: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
-    def of(self, word: str) -> str | None:
-        """The single term `word` is searched as; None when it makes several terms or none
-        ("dan’s" is the phrase "dan s"): such a word is counted by a lookup instead."""
+    def of(self, words: list[str]) -> dict[str, str | None]:
+        """The single term each word is searched as; None where a word makes several terms or
+        none ("dan’s" is the phrase "dan s"): such a word is counted by a lookup instead. The
+        words not seen before go through the tokenizer in one pass (one at a time, a query's
+        new words cost 2 ms at 1M sentences: as much as its BM25)."""
         with self._lock:
-            if word not in self._known:
-                if len(self._known) >= CACHE_WORDS:
+            new = [w for w in dict.fromkeys(words) if w not in self._known]
+            if new:
+                if len(self._known) + len(new) > CACHE_WORDS:
                     self._known.clear()
-                self._db.execute("INSERT INTO words(w) VALUES (?)", (word,))
-                terms = [t for (t,) in self._db.execute("SELECT term FROM terms")]
+                self._db.executemany("INSERT INTO words(rowid, w) VALUES (?, ?)",
+                                     enumerate(new))
+                terms: dict[int, list[str]] = {}
+                for term, row in self._db.execute("SELECT term, doc FROM terms"):
+                    terms.setdefault(row, []).append(term)
                 self._db.execute("DELETE FROM words")
-                self._known[word] = terms[0] if len(terms) == 1 else None
-            return self._known[word]
+                for row, word in enumerate(new):
+                    found = terms.get(row, [])
+                    self._known[word] = found[0] if len(found) == 1 else None
+            return {w: self._known.get(w) for w in words}
 
 
 class LexicalSearch:
@@ -83,17 +91,19 @@ class LexicalSearch:
         self._stems = Stems()
         self._lock = threading.Lock()
 
-    def learn_counts(self) -> None:
+    def learn_counts(self, words: Iterable[str] = ()) -> None:
         """Count every word of the index at once (one pass over the full-text index, through
-        a connection of its own: it runs in the warm-up thread)."""
+        a connection of its own: it runs in the warm-up thread), and stem `words` ahead of
+        the queries that will use them (a model's 49k words: 0.4 s)."""
         with MetadataStore.open(self.store.path) as own:
             counts = own.term_counts()
         self._learned = {w: min(n, self.budget + 1) for w, n in counts.items()}
+        self._stems.of(list(dict.fromkeys(q for w in words for q in query_words(w))))
 
     def rows_of(self, word: str) -> int:
         """Rows holding `word`, exact up to the budget (budget + 1 means "more")."""
         if self._learned:
-            term = self._stems.of(word)
+            term = self._stems.of([word])[word]
             if term is not None:
                 return self._learned.get(term, 0)
         with self._lock:
@@ -109,7 +119,10 @@ class LexicalSearch:
     def plan(self, text: str) -> tuple[str, bool] | None:
         """The FTS5 query for `text` and whether to rank all its matches (False: too many,
         score the first ones); None when no word of it occurs in the index."""
-        counts = {w: self.rows_of(w) for w in query_words(text)}
+        words = query_words(text)
+        if self._learned:
+            self._stems.of(words)  # all new words stemmed in one pass; rows_of finds them
+        counts = {w: self.rows_of(w) for w in words}
         found = sorted((n, w) for w, n in counts.items() if n > 0)
         if not found:
             return None

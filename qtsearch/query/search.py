@@ -3,11 +3,10 @@
 `Index.open(folder)` loads the encoder, the vector backend (qtsearch.index.backend), the fitted
 vector transform when the index has one, and the metadata store once. A search runs in one of
 MODES: `semantic` (vectors: one encoding, one vector search), `lexical` (BM25 over the store's
-full-text table, qtsearch.query.lexical) or `hybrid` (both legs, fused by
-qtsearch.query.fusion; the lexical leg runs in a thread beside the encoding, which releases the
-GIL, as SQLite does). Vectors are L2-normalised and ranked by inner product, so a semantic
-score is a cosine similarity (approximate for quantised index types). `where` filters on
-metadata columns (qtsearch.query.filters) with exact results.
+full-text table, qtsearch.query.lexical) or `hybrid` (both legs, fused by qtsearch.query.fusion;
+the lexical leg runs in a thread beside the encoding). Vectors are L2-normalised and ranked by
+inner product, so a semantic score is a cosine similarity (approximate for quantised index
+types). `where` filters on metadata columns (qtsearch.query.filters) with exact results.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from qtsearch.query.fusion import CANDIDATES, FUSIONS, LEXICAL_WEIGHT, Leg, conv
 from qtsearch.query.hits import Hit, Record, Results
 from qtsearch.query.lexical import LexicalSearch
 from qtsearch.query.opening import check_dims, model_for
-from qtsearch.query.words import note_for, unknown_words
+from qtsearch.query.words import note_for, unknown_words, vocabulary
 from qtsearch.text.tokenizer import tokenize
 
 log = logging.getLogger("qtsearch")
@@ -220,6 +219,9 @@ class Index:
         k = self._clamp(k)
         texts = [self._text(s) for s in ([sentences] if isinstance(sentences, str) else sentences)]
         flt = self.filter_for(where)
+        fetch = max(k, min(CANDIDATES, self.count)) if mode == "hybrid" else k
+        # the lexical leg first (the longer one at 1M): its thread runs beside all that follows
+        lexical = self._lexical_legs(texts, fetch, flt, mode) if mode != "semantic" else None
         unknown = [unknown_words(self.encoder, t) if mode != "lexical" else [] for t in texts]
         notes = [note_for(t, u, mode) for t, u in zip(texts, unknown, strict=True)]
         if mode == "semantic":
@@ -227,8 +229,6 @@ class Index:
                 self._check_query(t)  # a query of unknown words only has no vector at all
         vector_rows = [i for i, t in enumerate(texts) if mode == "semantic" or (
             mode == "hybrid" and notes[i] is None and self.encoder.known_words(t) > 0)]
-        fetch = max(k, min(CANDIDATES, self.count)) if mode == "hybrid" else k
-        lexical = self._lexical_legs(texts, fetch, flt, mode) if mode != "semantic" else None
         semantic: dict[int, Leg] = {}
         vectors = self._vectors([texts[i] for i in vector_rows]) if vector_rows else None
         if vectors is not None:
@@ -357,8 +357,8 @@ class Index:
     def warm_up(self, wait: bool = False) -> None:
         """Run one throw-away query of each leg (torch, faiss and the lexical thread start
         lazily: hundreds of ms). Then in a background thread (`wait`: until done) count the
-        frequent words, compute the encoder's per-word projections and read the store and
-        the backend's files into the page cache (cold 1M HNSW: ~90 ms a query, not 2 ms)."""
+        index's words, stem the model's, compute the encoder's per-word projections, read the
+        store and the backend's files into the page cache (cold 1M HNSW: ~90 ms a query)."""
         self.backend.search(self._vectors(["warm up"]), 1)
         if self.lexical is not None:  # the worker thread started, SQLite's FTS code paged in
             self._lexical_legs(["warm up"], 1, make_filter(None, []), "hybrid")()
@@ -366,7 +366,7 @@ class Index:
 
         def warm() -> None:
             if self.lexical is not None:
-                self.lexical.learn_counts()
+                self.lexical.learn_counts(vocabulary(self.encoder))
             self.encoder.warm_up()
             for f in files:
                 _read_through(f)

@@ -28,6 +28,12 @@ def unknown_words(encoder: KnowsWords, text: str) -> list[str]:
     return [w for w in words if encoder.known_words(w) == 0]
 
 
+def vocabulary(encoder: object) -> list[str]:
+    """The words of a model with a vocabulary of its own (none for MiniLM's word pieces)."""
+    vocab = getattr(encoder, "vocab", None)
+    return list(getattr(vocab, "words", ()))
+
+
 def note_for(text: str, unknown: list[str], mode: str) -> str | None:
     """The warning for a query most of whose words are unknown, or None."""
     words = [t for t in tokenize(text) if any(c.isalnum() for c in t)]
