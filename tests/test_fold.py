@@ -134,3 +134,29 @@ def test_a_key_collision_gets_its_own_node(monkeypatch):
     new2 = folder.assign(np.stack([b, a]))
     assert new2.tolist() == [0]
     assert folder.fold().node_of_row.tolist() == [0, 1, 0, 2, 0]
+
+
+def test_a_graph_without_a_fold_opens_and_adds_one_node_per_sentence(shared_data, tmp_path):
+    """An HNSW index written before folding existed (no fold.safetensors: one node per
+    sentence) opens, searches, and takes `add` as it always did, copies included."""
+    corpus = tmp_path / "distinct.txt"
+    corpus.write_text("\n".join(dict.fromkeys(
+        corpus_file(shared_data, tmp_path).read_text(encoding="utf-8").splitlines())),
+        encoding="utf-8")
+    folder = _build(corpus, tmp_path / "old", "hnsw")
+    fold = Fold.load(folder)
+    assert fold is not None and fold.nodes == fold.rows  # no copies: nothing was folded
+    (folder / FOLD_FILE).unlink()
+    with Index.open(folder) as idx:
+        rows = idx.count
+        assert idx.backend.fold is None
+        top = idx.search(REPEATED[1], k=1, mode="semantic")[0][0]
+    more = tmp_path / "more.txt"
+    more.write_text(f"{top.text}\n{top.text}\n", encoding="utf-8")
+    add_to_index(folder, [str(more)], split_sentences=False, progress=False)
+    assert not (folder / FOLD_FILE).exists()
+    backend = FaissBackend.open(folder / "index.faiss")
+    assert backend.ntotal == int(backend.index.ntotal) == rows + 2
+    with Index.open(folder) as idx:
+        found = {h.id for h in idx.search(top.text, k=3, mode="semantic")[0]}
+    assert found == {top.id, rows, rows + 1}  # the sentence and its two copies
