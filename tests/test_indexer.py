@@ -212,7 +212,9 @@ def test_overwrite_replaces_atomically(flat_index, corpus, tiny_model, tmp_path)
 def test_choice_rules():
     assert choose_index(10_000, 1200).index_type == "flat"
     assert choose_index(FLAT_MAX, 1200).index_type == "sq8"
-    big = choose_index(SQ8_MAX * 4, 1200)
+    graph = choose_index(SQ8_MAX * 4, 256, memory=8 << 30)  # 1.2M: 1.8 GB of graph
+    assert graph.index_type == "hnsw" and graph.tune == "efSearch"
+    big = choose_index(SQ8_MAX * 4, 1200, memory=8 << 30)  # a graph of 6.4 GB: over budget
     assert big.index_type == "ivf-pq" and big.key.startswith(f"IVF{ivf_lists(SQ8_MAX * 4)},")
     assert "Refine" in big.key and big.tune == "nprobe" and max(big.candidates) <= 2048
     tight = choose_index(SQ8_MAX * 4, 1200, memory=1 << 30)

@@ -91,7 +91,7 @@ def test_whitening_is_capped_at_half_the_sample():
 def test_bad_specs_and_broken_files(tmp_path):
     assert parse_fit("whiten:256") == ("whiten", 256) and canonical_fit("Center") == "centre"
     assert canonical_fit("AUTO") == "auto" and auto_fit(SQ8_MAX - 1) == "whiten:768"
-    assert auto_fit(SQ8_MAX) == "centre"  # where `--index auto` builds an IVF index
+    assert auto_fit(SQ8_MAX) == "centre"  # where `--index auto` builds a graph
     for bad in ("whiten", "abtt:0", "abtt:x", "centre:3", "pca:3", ""):
         with pytest.raises(UsageError):
             parse_fit(bad)
