@@ -219,7 +219,7 @@ def test_choice_rules():
     assert "Refine" in big.key and big.tune == "nprobe" and max(big.candidates) <= 2048
     tight = choose_index(SQ8_MAX * 4, 1200, memory=1 << 30)
     assert "Refine" not in tight.key and "over the memory budget" in tight.why
-    assert choose_index(100, 64, "hnsw").key == "HNSW64"
+    assert choose_index(100, 64, "hnsw").key == "HNSW32"
     assert ivf_lists(1_000_000) == 1024 and ivf_lists(1000) <= 1000 // 39
     for n in (500, 5000, 50_000):
         faiss.index_factory(128, choose_index(n, 128, "ivf-pq").key)  # a valid factory key

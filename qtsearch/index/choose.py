@@ -12,8 +12,8 @@ The rules, smallest corpus first:
 - **hnsw** beyond that, where the graph fits in the memory budget: on 1M Gutenberg sentences
   of the shipped model a query answers in 4.5 ms end to end (hybrid) against 35 ms with
   IVF-PQ, which had to probe half its lists for recall 0.95 on these vectors; the price is
-  the build (graph construction: 5.6 min against 1.3 min for 1M x 256 on 2 cores) and full
-  vectors in the index (1.7 GB against 0.9 GB). Repeated vectors share one node (fold.py).
+  the build (graph construction: 3.8 min against 1.3 min for 1M x 256 on 2 cores) and full
+  vectors in the index (1.5 GB against 0.9 GB). Repeated vectors share one node (fold.py).
 - **ivf-pq** where the graph does not fit: an inverted file with ≈ √n lists (a power of two,
   at least 39 training points per list, faiss's own floor), PQ codes for the scan and a
   refine stage on fp16 codes that re-ranks a shortlist of `k_factor_rf`·k, so recall stays
@@ -38,10 +38,11 @@ SQ8_MAX = 300_000
 MEMORY_SHARE = 0.5
 #: faiss warns below 39 training points per centroid.
 MIN_POINTS_PER_CENTROID = 39
-#: Links per node of an HNSW graph. 64, not faiss's usual 32: on 200k Gutenberg sentences of
-#: the shipped mean model (centred, 256-d) M=32 needed efSearch 512 for recall@10 0.95 (2.85 ms
-#: a search), M=64 efSearch 128 (1.13 ms), for 1.4x the build time and +256 B a vector.
-HNSW_M = 64
+#: Links per node of an HNSW graph, faiss's usual 32. With one node per sentence the shipped
+#: model's copies made islands and M=64 helped (200k: efSearch 128 against 512); with copies
+#: folded (fold.py), on 1M Gutenberg sentences M=32 (efSearch 256) answers a hybrid query as
+#: fast as M=64 (efSearch 128): 4.54 against 4.53 ms p50, built in 226 s against 335 s.
+HNSW_M = 32
 #: Recall@10 that nprobe / efSearch tuning aims for.
 TARGET_RECALL = 0.95
 #: PQ sub-quantizer counts faiss-gpu supports; we use the same list on CPU for portability.
@@ -190,7 +191,7 @@ def choose_index(n: int, dim: int, requested: str = "auto",
         graph.why = (f"{size} ≥ {SQ8_MAX:,}: exhaustive search would scan {_gb(sq8_bytes)}+ "
                      f"per query; an HNSW graph (M={HNSW_M}) answers in milliseconds, "
                      f"{_gb(graph.bytes_estimate)} ({avail}); slower to build than IVF-PQ "
-                     f"(--index ivf-pq: smaller, builds ~4x faster, queries ~8x slower); "
+                     f"(--index ivf-pq: smaller, builds ~3x faster, queries ~8x slower); "
                      f"efSearch tuned for recall@10 ≥ {TARGET_RECALL}")
         return graph
     c = ivf_pq("")
