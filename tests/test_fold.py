@@ -36,6 +36,10 @@ def corpus(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def _fold(folder: Path) -> Fold | None:
+    return FaissBackend.open(folder / "index.faiss").fold
+
+
 def _build(corpus: Path, out: Path, index: str) -> Path:
     build_index(IndexConfig(corpus=[str(corpus)], model=None, out=str(out), index=index,
                             device="cpu", shard_size=700), progress=False)
@@ -50,7 +54,7 @@ def pair(corpus: Path, tmp_path_factory: pytest.TempPathFactory):
 
 def test_copies_share_a_node_and_every_copy_is_found(pair):
     hnsw, flat = pair
-    fold = Fold.load(hnsw)
+    fold = _fold(hnsw)
     m = read_manifest(hnsw)
     with MetadataStore.open(hnsw / "meta.sqlite") as store:
         rows = store.count()
@@ -91,14 +95,14 @@ def test_add_folds_copies_of_held_vectors(pair, tmp_path):
 
     folder = tmp_path / "idx"
     shutil.copytree(pair[0], folder)
-    before = Fold.load(folder)
+    before = _fold(folder)
     assert before is not None
     more = tmp_path / "more.txt"
     more.write_text(f"{REPEATED[0]}\nA sentence never seen before in this corpus, about "
                     f"rivers.\nA sentence never seen before in this corpus, about rivers.\n",
                     encoding="utf-8")
     add_to_index(folder, [str(more)], split_sentences=False, progress=False)
-    after = Fold.load(folder)
+    after = _fold(folder)
     assert after is not None
     assert after.rows == before.rows + 3 and after.nodes == before.nodes + 1
     np.testing.assert_array_equal(after.node_of_row[:before.rows], before.node_of_row)
@@ -144,7 +148,7 @@ def test_a_graph_without_a_fold_opens_and_adds_one_node_per_sentence(shared_data
         corpus_file(shared_data, tmp_path).read_text(encoding="utf-8").splitlines())),
         encoding="utf-8")
     folder = _build(corpus, tmp_path / "old", "hnsw")
-    fold = Fold.load(folder)
+    fold = _fold(folder)
     assert fold is not None and fold.nodes == fold.rows  # no copies: nothing was folded
     (folder / FOLD_FILE).unlink()
     with Index.open(folder) as idx:
@@ -160,3 +164,18 @@ def test_a_graph_without_a_fold_opens_and_adds_one_node_per_sentence(shared_data
     with Index.open(folder) as idx:
         found = {h.id for h in idx.search(top.text, k=3, mode="semantic")[0]}
     assert found == {top.id, rows, rows + 1}  # the sentence and its two copies
+
+
+def test_a_damaged_or_foreign_fold_is_one_clear_error(pair, tmp_path):
+    import shutil
+
+    from qtsearch.errors import IndexError_
+
+    folder = tmp_path / "idx"
+    shutil.copytree(pair[0], folder)
+    (folder / FOLD_FILE).write_bytes(b"not a safetensors file")
+    with pytest.raises(IndexError_, match="corrupt or unreadable fold"):
+        Index.open(folder)
+    Fold(np.zeros(10, np.int64)).save(folder)  # another index's fold: 1 node, not thousands
+    with pytest.raises(IndexError_, match="does not match the index"):
+        Index.open(folder)

@@ -229,7 +229,7 @@ class FaissBuilder:
         index = open_faiss_index(path)
         builder = cls("Flat", int(index.d))
         builder.index, builder.key = index, ""
-        fold = Fold.load(path.parent)
+        fold = Fold.load(path.parent, int(index.ntotal))
         if fold is not None:
             builder.folder = Folder(builder._stored, fold, (
                 index.reconstruct_n(lo, min(ADD_CHUNK, index.ntotal - lo))
@@ -292,7 +292,8 @@ class FaissBackend:
 
     @classmethod
     def open(cls, path: Path) -> FaissBackend:
-        return cls(open_faiss_index(path, mmap=True), path, Fold.load(path.parent))  # read-only
+        index = open_faiss_index(path, mmap=True)  # read-only use
+        return cls(index, path, Fold.load(path.parent, int(index.ntotal)))
 
     @property
     def d(self) -> int:

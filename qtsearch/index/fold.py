@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from qtsearch.errors import IndexError_
+
 FOLD_FILE = "fold.safetensors"
 #: Vectors whose components all differ by at most this are one vector. Not 0: the same
 #: sentence encoded in another batch (a GRU's padding, the mean model's query path against
@@ -101,14 +103,24 @@ class Fold:
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, folder: str | os.PathLike) -> Fold | None:
-        """The fold saved in `folder`, or None where there is none (one node per row)."""
+    def load(cls, folder: str | os.PathLike, nodes: int) -> Fold | None:
+        """The fold saved in `folder` for a graph of `nodes` nodes, or None where there is none
+        (one node per row); IndexError_ for a file that is not such a fold."""
         path = Path(folder) / FOLD_FILE
         if not path.is_file():
             return None
         from safetensors.numpy import load_file
 
-        return cls(load_file(str(path))["node_of_row"])
+        try:
+            node_of_row = load_file(str(path))["node_of_row"]
+        except Exception as e:  # safetensors raises its own error types, KeyError
+            raise IndexError_(f"{path}: corrupt or unreadable fold ({e})") from e
+        fold = cls(node_of_row)
+        if node_of_row.ndim != 1 or (fold.rows and (int(node_of_row.min()) < 0
+                                                    or fold.nodes != nodes)):
+            raise IndexError_(f"{path}: does not match the index beside it ({fold.nodes:,} "
+                              f"nodes against {nodes:,}); rebuild the index")
+        return fold
 
 
 class Folder:
