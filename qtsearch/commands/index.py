@@ -79,8 +79,9 @@ def build_index_cmd(
     out_dir: Path | None = typer.Option(
         None, "--out", "-o", help="Index folder to write (default: indexes/<corpus name>)."),
     index: str = typer.Option(
-        "auto", "--index", help="auto | flat | sq8 | ivf-pq | hnsw (auto: chosen from corpus "
-        "size and free memory; the reason is printed)."),
+        "auto", "--index", help="auto | flat | sq8 | ivf-pq | hnsw (auto, from corpus size and "
+        "free memory: flat under 50k sentences, sq8 under 300k, then hnsw where the graph fits "
+        "in half the free memory, else ivf-pq; the reason is printed)."),
     split_sentences: bool = typer.Option(
         False, "--split-sentences", help="Input is running text: split it into sentences."),
     device: str = typer.Option(
@@ -96,7 +97,7 @@ def build_index_cmd(
         "auto", "--fit", help="Vectors fitted to the corpus, applied to every vector "
         "and query: auto | none | centre | abtt:D (remove the top D principal directions) | "
         "whiten:K (whiten to K dims); auto: whiten:768 under 300k sentences, centre from "
-        "there on (where IVF is chosen)."),
+        "there on (where a graph or IVF is built)."),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Replace an existing index (kept until the new one is done)."),
     input_format: str = FORMAT_OPT,
