@@ -176,14 +176,16 @@ class FaissBuilder:
     distinct vector once (qtsearch.index.fold says why); `fold` maps rows to its nodes.
     """
 
-    def __init__(self, key: str, dim: int, device: str = "cpu"):
-        self.key = key
-        self.dim = dim
-        try:
-            self.index = faiss.index_factory(dim, key, faiss.METRIC_INNER_PRODUCT)
-        except RuntimeError as e:
-            raise UsageError(f"faiss cannot build index {key!r}: "
-                             f"{str(e).strip().splitlines()[-1]}") from e
+    def __init__(self, key: str, dim: int, device: str = "cpu",
+                 index: faiss.Index | None = None):
+        """A new index of factory `key`, or `index` (one read back to add to, see `reopen`)."""
+        if index is None:
+            try:
+                index = faiss.index_factory(dim, key, faiss.METRIC_INNER_PRODUCT)
+            except RuntimeError as e:
+                raise UsageError(f"faiss cannot build index {key!r}: "
+                                 f"{str(e).strip().splitlines()[-1]}") from e
+        self.index = index
         self.folder = Folder(self._stored) if is_graph(self.index) else None
         # The factory turns on polysemous training for PQ codes: a simulated-annealing pass
         # that took 100+ s on 2k vectors and that inner-product search never uses.
@@ -227,13 +229,11 @@ class FaissBuilder:
         """The index written at `path`, to add to; a folded graph goes on folding (an index
         written before folding existed stays one node per row)."""
         index = open_faiss_index(path)
-        builder = cls("Flat", int(index.d))
-        builder.index, builder.key = index, ""
+        builder = cls("", int(index.d), index=index)
         fold = Fold.load(path.parent, int(index.ntotal))
-        if fold is not None:
-            builder.folder = Folder(builder._stored, fold, (
-                index.reconstruct_n(lo, min(ADD_CHUNK, index.ntotal - lo))
-                for lo in range(0, int(index.ntotal), ADD_CHUNK)))
+        builder.folder = None if fold is None else Folder(builder._stored, fold, (
+            index.reconstruct_n(lo, min(ADD_CHUNK, index.ntotal - lo))
+            for lo in range(0, int(index.ntotal), ADD_CHUNK)))
         return builder
 
     def _stored(self, nodes: np.ndarray) -> np.ndarray:

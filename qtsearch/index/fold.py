@@ -133,6 +133,7 @@ class Folder:
         self.stored = stored
         self.by_key: tuple[dict[int, int], dict[int, int]] = ({}, {})
         self.parts: list[np.ndarray] = [] if existing is None else [existing.node_of_row]
+        self._fold: Fold | None = existing  # the fold of `parts`, until the next assign
         self.next_node = 0
         for vectors in held:  # the nodes of an index being added to, in node order
             for keys in zip(*self._keys(vectors), strict=True):
@@ -178,6 +179,7 @@ class Folder:
                 self.next_node += 1
                 new.append(row)
         self.parts.append(nodes)
+        self._fold = None
         return np.asarray(new, dtype=np.int64)
 
     @property
@@ -185,5 +187,9 @@ class Folder:
         return sum(len(p) for p in self.parts)
 
     def fold(self) -> Fold:
-        """The fold of every row assigned so far."""
-        return Fold(np.concatenate(self.parts) if self.parts else np.empty(0, np.int64))
+        """The fold of every row assigned so far: one object until the next assign, so the
+        build's tuning, writing and report share it (and its rows indexed by node)."""
+        if self._fold is None:
+            self._fold = Fold(np.concatenate(self.parts) if self.parts else
+                              np.empty(0, np.int64))
+        return self._fold
