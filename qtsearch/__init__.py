@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from qtsearch.encode.encoder import Encoder, load_encoder
+    from qtsearch.query.rerank import Reranker
     from qtsearch.query.search import Index
 
-__all__ = ["Encoder", "Index", "load_encoder"]
+__all__ = ["Encoder", "Index", "Reranker", "load_encoder"]
 __version__ = "0.1.0"
 
 
@@ -23,4 +24,8 @@ def __getattr__(name: str) -> Any:
         from qtsearch.query.search import Index
 
         return Index
+    if name == "Reranker":
+        from qtsearch.query.rerank import Reranker
+
+        return Reranker
     raise AttributeError(f"module 'qtsearch' has no attribute {name!r}")

@@ -6,6 +6,7 @@
 """
 
 from qtsearch.encode.encoder import Encoder, load_encoder
+from qtsearch.query.rerank import Reranker
 from qtsearch.query.search import Hit, Index, Record
 
-__all__ = ["Encoder", "Hit", "Index", "Record", "load_encoder"]
+__all__ = ["Encoder", "Hit", "Index", "Record", "Reranker", "load_encoder"]

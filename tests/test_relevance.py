@@ -98,6 +98,22 @@ def test_systems_every_mode_once_and_baselines() -> None:
         System("minilm", "hybrid"), System("glove", "semantic")]
     with pytest.raises(UsageError, match="mode must be one of"):
         parse_systems([], [], ["glove:fuzzy"])
+    reranked = parse_systems([], [], ["glove:hybrid+minilm", "glove:lexical+minilm"])
+    assert reranked == [System("glove", "hybrid", "minilm"), System("glove", "lexical", "minilm")]
+    assert [s.label for s in reranked] == ["glove · hybrid+minilm", "BM25 (lexical)+minilm"]
+    with pytest.raises(UsageError, match="mode must be one of"):
+        parse_systems([], [], ["glove:fuzzy+minilm"])
+
+
+def test_a_reranked_system_reorders_the_first_stage(shared_data: Path) -> None:
+    """BM25's hits re-ranked by mean GloVe (a cheap re-ranker): every query answered, and
+    the ranking is no longer BM25's (TREC: many relevant questions, so the order shows)."""
+    task, config = one_task(shared_data, "TREC", limit=150)
+    systems = parse_systems([], [], ["glove:lexical", "glove:lexical+glove"])
+    cells = run_benchmark([task], systems, config, progress=False).results["TREC"]
+    plain, reranked = cells["BM25 (lexical)"], cells["BM25 (lexical)+glove"]
+    assert reranked["queries"] == plain["queries"] == len(task.queries)
+    assert reranked["failed"] == 0 and reranked["P@10"] != plain["P@10"]
 
 
 def test_metrics_equal_brute_force_on_a_small_pool(shared_data: Path) -> None:

@@ -175,7 +175,8 @@ the query's own row is left out of its hits.
 Systems: every search mode of each --model (lexical = BM25 alone, once), and the semantic mode
 of each --baselines encoder (glove: mean GloVe; minilm: all-MiniLM-L6-v2; model2vec: a static
 model distilled from it; the last two need the optional extra named encoders).
---systems MODEL:MODE,… picks exact systems instead. Indexes are cached per task, encoder and
+--systems MODEL:MODE,… picks exact systems instead; MODEL:MODE+minilm re-ranks each query's
+first 30 hits with all-MiniLM-L6-v2 (search --rerank). Indexes are cached per task, encoder and
 build code under $QTSEARCH_CACHE/relevance (default ~/.cache/qtsearch): a rerun only searches.""")
 
 
@@ -189,7 +190,8 @@ def relevance(
                                        "minilm, model2vec, or model folders; 'none' for none."),
     systems: str | None = typer.Option(None, help="Exact systems instead, MODEL:MODE "
                                                   "comma-separated (e.g. default:hybrid,"
-                                                  "minilm:semantic)."),
+                                                  "minilm:semantic); MODE+ENCODER re-ranks "
+                                                  "with ENCODER (default:hybrid+minilm)."),
     tasks: str = typer.Option("all", "--tasks", "-t",
                               help="Tasks or groups, comma-separated: all, paraphrase, "
                                    "topical, STSB-train, STSB-dev, MSRP, SICK, TREC."),

@@ -12,6 +12,7 @@ from qtsearch.errors import InputError, QTSearchError
 from qtsearch.query.hits import Results
 
 if TYPE_CHECKING:  # the CLI imports this module before it needs faiss and torch
+    from qtsearch.query.rerank import Reranker
     from qtsearch.query.search import Index
 
 #: One query's answer: the query, its hits (None after an error) and its error (or None).
@@ -19,12 +20,13 @@ Answer = tuple[str | int, Results | None, QTSearchError | None]
 
 
 def answer_queries(index: Index, queries: Sequence[str], k: int, mode: str | None = None,
-                   where: Mapping[str, str | int] | None = None) -> list[Answer]:
+                   where: Mapping[str, str | int] | None = None,
+                   rerank: Reranker | None = None) -> list[Answer]:
     """Each query searched on its own, so that one bad query fails alone."""
     answers: list[Answer] = []
     for q in queries:
         try:
-            answers.append((q, index.search([q], k, mode=mode, where=where)[0], None))
+            answers.append((q, index.search([q], k, mode, where, rerank)[0], None))
         except InputError as e:  # this query's fault: answer the others
             answers.append((q, None, e))
     return answers

@@ -1,7 +1,9 @@
-"""Opening an index: its model, and the dimensions of model, transform and vectors."""
+"""Opening an index: its model, the dimensions of model, transform and vectors, and its files
+read into the page cache."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -49,3 +51,10 @@ def check_dims(folder: Path, manifest: dict[str, Any], encoder: FolderEncoder,
         fitted = f", transform {transform.in_dim}->{transform.out_dim}" if transform else ""
         raise IndexError_(f"{folder}: dimension mismatch (manifest {dim}, vector index "
                           f"{backend.d}, model {encoder.dim}{fitted}); rebuild the index")
+
+
+def read_through(path: Path, chunk: int = 1 << 26) -> None:
+    """Read a file once, discarding the bytes, to pull it into the OS page cache."""
+    with contextlib.suppress(OSError), open(path, "rb", buffering=0) as fh:
+        while fh.read(chunk):
+            pass

@@ -11,7 +11,6 @@ types). `where` filters on metadata columns (qtsearch.query.filters) with exact 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -32,7 +31,8 @@ from qtsearch.query.filters import Filter, make_filter
 from qtsearch.query.fusion import CANDIDATES, FUSIONS, LEXICAL_WEIGHT, Leg, convex, rrf
 from qtsearch.query.hits import Hit, Record, Results
 from qtsearch.query.lexical import LexicalSearch
-from qtsearch.query.opening import check_dims, model_for
+from qtsearch.query.opening import check_dims, model_for, read_through
+from qtsearch.query.rerank import Reranker
 from qtsearch.query.words import note_for, unknown_words, vocabulary
 from qtsearch.text.tokenizer import tokenize
 
@@ -48,13 +48,6 @@ QUERY_PRECISION = "fp32"
 CONTEXT_WINDOW = 2
 NO_FTS = ("has no full-text table, so it answers semantic search only; rebuild it with "
           "`qtsearch build-index` to add lexical and hybrid search")
-
-
-def _read_through(path: Path, chunk: int = 1 << 26) -> None:
-    """Read a file once, discarding the bytes, to pull it into the OS page cache."""
-    with contextlib.suppress(OSError), open(path, "rb", buffering=0) as fh:
-        while fh.read(chunk):
-            pass
 
 
 def _normalise(v: np.ndarray) -> np.ndarray:
@@ -208,16 +201,20 @@ class Index:
         return search_subset(self.backend, q, k, self.store.ids_where(flt.clause, flt.params))
 
     def search(self, sentences: str | Sequence[str], k: int = 10, mode: str | None = None,
-               where: Mapping[str, str | int] | None = None) -> list[Results]:
+               where: Mapping[str, str | int] | None = None,
+               rerank: Reranker | None = None) -> list[Results]:
         """The k best stored sentences for each query sentence, best first.
 
         `mode`: one of MODES (None: hybrid where the index has a full-text table, else
         semantic). `where`: metadata filters, column -> value, AND-ed (e.g. {"source":
-        "emma.txt"}). A query most of whose words the model does not know is searched
-        lexically only in hybrid mode, and its Results carry a `note` saying so."""
+        "emma.txt"}). `rerank`: re-score the first `rerank.depth` hits with its encoder
+        (qtsearch.query.rerank). A query most of whose words the model does not know is
+        searched lexically only in hybrid mode, and its Results carry a `note` saying so."""
         mode = self.resolve_mode(mode)
         k = self._clamp(k)
         texts = [self._text(s) for s in ([sentences] if isinstance(sentences, str) else sentences)]
+        if rerank is not None:
+            return rerank(texts, self.search(texts, max(k, rerank.depth), mode, where), k)
         flt = self.filter_for(where)
         fetch = max(k, min(CANDIDATES, self.count)) if mode == "hybrid" else k
         # the lexical leg first (the longer one at 1M): its thread runs beside all that follows
@@ -369,7 +366,7 @@ class Index:
                 self.lexical.learn_counts(vocabulary(self.encoder))
             self.encoder.warm_up()
             for f in files:
-                _read_through(f)
+                read_through(f)
             self.backend.touch_pages()
 
         reader = threading.Thread(target=warm, name="qtsearch-warm-up", daemon=True)

@@ -21,11 +21,12 @@ from rich.text import Text
 
 from qtsearch.errors import QTSearchError, UsageError
 from qtsearch.query.filters import parse_where
+from qtsearch.query.rerank import RERANK_DEPTH, Reranker
 from qtsearch.query.search import CONTEXT_WINDOW, MODES, Hit, Index, Record
 
 PROMPT = "qtsearch> "
 HISTORY_LENGTH = 2000
-COMMANDS = (":analogy", ":k", ":ctx", ":id", ":mode", ":where", ":help", ":quit")
+COMMANDS = (":analogy", ":k", ":ctx", ":id", ":mode", ":where", ":rerank", ":help", ":quit")
 
 HELP = """\
 Type a sentence to search the stored sentences ({mode} search).
@@ -37,6 +38,8 @@ Type a sentence to search the stored sentences ({mode} search).
   :mode NAME           hybrid, semantic (vectors) or lexical (BM25 over the words)
   :where COLUMN=VALUE  only sentences with this metadata (e.g. source=emma.txt, doc=3);
                        repeat to add one, :where alone clears them (now: {where})
+  :rerank NAME [N]     re-score the first N (30) hits with encoder NAME (minilm: slower,
+                       better); :rerank off stops (now: {rerank})
   :help                this text
   :quit                leave (or Ctrl-D); Ctrl-C cancels the line being typed
 
@@ -83,6 +86,7 @@ class Shell:
         self.k = k
         self.mode = index.default_mode
         self.where: dict[str, str] = {}
+        self.rerank: Reranker | None = None
         self.console = console or Console()
         self.history = history_path()
         self._start = time.perf_counter()
@@ -96,7 +100,7 @@ class Shell:
         if not line:
             return True
         if not line.startswith(":"):
-            self._show(self.index.search([line], self.k, mode=self.mode, where=self.where)[0])
+            self._show(self.index.search([line], self.k, self.mode, self.where, self.rerank)[0])
             return True
         name, _, rest = line.partition(" ")
         rest = rest.strip()
@@ -104,7 +108,7 @@ class Shell:
             return False
         if name == ":help":
             self.console.print(HELP.format(k=self.k, history=self.history, mode=self.mode,
-                                           where=self._where_text()),
+                                           where=self._where_text(), rerank=self._rerank_text()),
                                highlight=False, markup=False)
         elif name == ":k":
             self.k = _positive_int(rest, ":k N")
@@ -124,6 +128,14 @@ class Shell:
                 raise UsageError(f"usage: :mode NAME ({' | '.join(MODES)})")
             self.mode = self.index.resolve_mode(rest)  # refused if the index lacks it
             self.console.print(f"mode = {self.mode}", highlight=False)
+        elif name == ":rerank":
+            args = rest.split()
+            if not 1 <= len(args) <= 2:
+                raise UsageError("usage: :rerank NAME [N] | :rerank off")
+            self.rerank = None if args == ["off"] else Reranker(
+                args[0], _positive_int(args[1], ":rerank NAME [N]") if len(args) == 2
+                else RERANK_DEPTH)
+            self.console.print(f"rerank: {self._rerank_text()}", highlight=False)
         elif name == ":where":
             if not rest:
                 self.where = {}
@@ -146,6 +158,10 @@ class Shell:
 
     def _where_text(self) -> str:
         return " and ".join(f"{c}={v}" for c, v in self.where.items()) or "no filter"
+
+    def _rerank_text(self) -> str:
+        r = self.rerank
+        return f"{r.name}, first {r.depth} hits" if r else "off"
 
     def _show(self, hits: list[Hit], title: str | None = None) -> None:
         ms = (time.perf_counter() - self._start) * 1000

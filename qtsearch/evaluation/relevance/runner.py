@@ -1,9 +1,10 @@
 """Systems side by side: for each task, one index per model, every chosen mode searched on it.
 
 A system is a model (the shipped one, a model folder, or an encoder name: glove, minilm,
-model2vec) and a search mode of `Index.search`. Lexical mode (BM25 over the index's full-text
-table) does not depend on the model, so it is one system, "BM25 (lexical)", searched on the
-first model's index.
+model2vec) and a search mode of `Index.search`, optionally with a re-ranker (`MODE+minilm`:
+the first RERANK_DEPTH hits re-scored, qtsearch.query.rerank). Lexical mode (BM25 over the
+index's full-text table) does not depend on the model, so it is one system, "BM25 (lexical)",
+searched on the first model's index.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from qtsearch.evaluation.relevance.engine import (
 )
 from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
 from qtsearch.index.manifest import read_manifest
+from qtsearch.query.rerank import Reranker
 from qtsearch.query.search import MODES, QUERY_PRECISION, Index
 
 log = logging.getLogger("qtsearch")
@@ -48,26 +50,30 @@ class System:
 
     model: str  # "default", a model folder, or an encoder name
     mode: str
+    rerank: str | None = None  # the re-ranker's encoder, or None
 
     @property
     def label(self) -> str:
+        then = f"+{self.rerank}" if self.rerank else ""
         if self.mode == LEXICAL:
-            return "BM25 (lexical)"
+            return f"BM25 (lexical){then}"
         name = Path(self.model).name if "/" in self.model else self.model
-        return f"{name} · {self.mode}"
+        return f"{name} · {self.mode}{then}"
 
 
 def parse_systems(models: Sequence[str], baselines: Sequence[str],
                   explicit: Sequence[str] = ()) -> list[System]:
-    """`explicit` MODEL:MODE specs (MODEL alone: semantic), or else every mode of each of
-    `models` and the semantic mode of each baseline encoder; each label once, in order."""
+    """`explicit` MODEL:MODE[+RERANKER] specs (MODEL alone: semantic), or else every mode of
+    each of `models` and the semantic mode of each baseline encoder; each label once, in
+    order."""
     systems: list[System] = []
     if explicit:
         for spec in explicit:
             model, _, mode = spec.rpartition(":") if ":" in spec else (spec, "", "semantic")
+            mode, _, rerank = mode.partition("+")
             if mode not in MODES:
                 raise UsageError(f"--systems {spec!r}: mode must be one of {', '.join(MODES)}")
-            systems.append(System(model or "default", mode))
+            systems.append(System(model or "default", mode, rerank or None))
     else:
         systems = [System(m, mode) for m in models for mode in MODES]
         systems += [System(b, "semantic") for b in baselines]
@@ -142,28 +148,30 @@ class WarningCounter(logging.Filter):
 
 
 def run_queries(index: Index, task: RelevanceTask, mode: str,
-                advance: Callable[[int], None] | None = None) -> dict[str, Any]:
+                advance: Callable[[int], None] | None = None,
+                rerank: Reranker | None = None) -> dict[str, Any]:
     """Every query of `task` through `index.search`; a query the index refuses (InputError:
     e.g. no known word) is a miss, counted in `failed`; warnings are counted."""
     with WarningCounter().attached() as warnings:
-        cell = _run_queries(index, task, mode, advance)
+        cell = _run_queries(index, task, mode, advance, rerank)
     return {**cell, "warnings": warnings.count, "warning_example": warnings.example}
 
 
 def _run_queries(index: Index, task: RelevanceTask, mode: str,
-                 advance: Callable[[int], None] | None) -> dict[str, float]:
+                 advance: Callable[[int], None] | None,
+                 rerank: Reranker | None) -> dict[str, float]:
     scores, failed = [], 0
     start = time.perf_counter()
     for s in range(0, len(task.queries), QUERY_BATCH):
         batch = task.queries[s : s + QUERY_BATCH]
         texts = [task.pool[q.row] for q in batch]
         try:
-            hits = index.search(texts, k=K + 1, mode=mode)
+            hits = index.search(texts, K + 1, mode, rerank=rerank)
         except InputError:
             hits = []
             for text in texts:
                 try:
-                    hits += index.search([text], k=K + 1, mode=mode)
+                    hits += index.search([text], K + 1, mode, rerank=rerank)
                 except InputError:
                     hits.append([])
                     failed += 1
@@ -189,6 +197,7 @@ def run_benchmark(tasks: Sequence[RelevanceTask], systems: Sequence[System],
         by_model.setdefault(lexical_on if s.mode == LEXICAL else s.model, []).append(s)
     encoders = {m: load_encoder(_model_arg(m), device=device, precision=QUERY_PRECISION)
                 for m in by_model}  # loaded once, as `Index.open` would load them
+    rerankers = {s.rerank: Reranker(s.rerank, device=device) for s in systems if s.rerank}
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     for task in tasks:
@@ -212,5 +221,6 @@ def run_benchmark(tasks: Sequence[RelevanceTask], systems: Sequence[System],
                 for s in chosen:
                     b = bar.add_task(f"{task.name} · {s.label}", total=len(task.queries))
                     run.results[task.name][s.label] = run_queries(
-                        index, task, s.mode, lambda n, b=b: bar.advance(b, n))
+                        index, task, s.mode, lambda n, b=b: bar.advance(b, n),
+                        rerankers.get(s.rerank or ""))
     return run
