@@ -27,7 +27,7 @@ def token_file(folder: Path) -> Path:
 
 @contextlib.contextmanager
 def serving(index: Path, token: Path | None = None, warm_up: bool = False,
-            **limits: int) -> Iterator[str]:
+            rerank: str | None = None, **limits: int) -> Iterator[str]:
     """The base URL of a server over `index` while the block runs. No warm-up by default:
     its learned word counts can change a lexical plan (query.lexical), and the answers are
     compared with the CLI's, which never warms up."""
@@ -38,7 +38,7 @@ def serving(index: Path, token: Path | None = None, warm_up: bool = False,
     from qtsearch.serve.limits import Limits
 
     config = ServeConfig(str(index), token_file=str(token) if token else None,
-                         limits=Limits(**limits), warm_up=warm_up)
+                         limits=Limits(**limits), warm_up=warm_up, rerank=rerank)
     app = create_app(config)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

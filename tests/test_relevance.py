@@ -103,6 +103,12 @@ def test_systems_every_mode_once_and_baselines() -> None:
     assert [s.label for s in reranked] == ["glove · hybrid+minilm", "BM25 (lexical)+minilm"]
     with pytest.raises(UsageError, match="mode must be one of"):
         parse_systems([], [], ["glove:fuzzy+minilm"])
+    (deep,) = parse_systems([], [], ["glove:semantic+minilm@10"])
+    assert deep == System("glove", "semantic", "minilm", 10)
+    assert deep.label == "glove · semantic+minilm@10"
+    for bad in ("glove:semantic+minilm@0", "glove:semantic+minilm@x"):
+        with pytest.raises(UsageError, match="positive whole number"):
+            parse_systems([], [], [bad])
 
 
 def test_a_reranked_system_reorders_the_first_stage(shared_data: Path) -> None:

@@ -92,3 +92,29 @@ def test_shell_rerank(flat, api, minilm, tmp_path):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_http_rerank_is_the_cli_json(capsys, flat):
+    httpx = pytest.importorskip("httpx")
+    from serve_fixtures import serving
+
+    code, out, _ = run(capsys, "search", str(flat), QUERY, "-k", "3", "--rerank", "minilm",
+                       "--json")
+    assert code == 0
+    want = json.loads(out)[0]["hits"]
+    with serving(flat, rerank="minilm") as url:
+        got = httpx.get(f"{url}/search", params={"q": QUERY, "k": 3, "rerank": "true"},
+                        timeout=120)
+        assert got.status_code == 200
+        hits = got.json()[0]["hits"]
+        assert [h["id"] for h in hits] == [h["id"] for h in want]
+        np.testing.assert_allclose([h["score"] for h in hits], [h["score"] for h in want],
+                                   atol=1e-5)
+        posted = httpx.post(f"{url}/search", json={"q": QUERY, "k": 3, "rerank": True},
+                            timeout=120)
+        assert [h["id"] for h in posted.json()[0]["hits"]] == [h["id"] for h in want]
+        refused = httpx.get(f"{url}/search", params={"q": "3", "ids": "true", "rerank": "true"})
+        assert refused.status_code == 400 and "not ids" in refused.json()["error"]
+    with serving(flat) as url:
+        refused = httpx.get(f"{url}/search", params={"q": QUERY, "rerank": "true"})
+        assert refused.status_code == 400 and "--rerank" in refused.json()["error"]

@@ -33,6 +33,11 @@ def serve(
     max_add_bytes: int = typer.Option(16 << 20, min=1024,
                                       help="Largest POST /add body in bytes."),
     access_log: bool = typer.Option(False, "--access-log", help="Log every request."),
+    rerank: str | None = typer.Option(None, "--rerank",
+                                      help="Load this encoder (e.g. minilm) to re-rank the "
+                                           "searches that ask for it (rerank=true)."),
+    rerank_depth: int = typer.Option(30, "--rerank-depth", min=1,
+                                     help="First hits re-scored per query with --rerank."),
 ) -> None:
     """Serve an index over HTTP: a JSON API and a search page.
 
@@ -54,7 +59,8 @@ def serve(
         read_token(token_file)
     config = ServeConfig(str(index), device, str(token_file) if token_file else None,
                          Limits(max_k, max_queries, max_body=max_body,
-                                max_add_bytes=max_add_bytes))
+                                max_add_bytes=max_add_bytes), rerank=rerank,
+                         rerank_depth=rerank_depth)
     options = {"host": host, "port": port, "access_log": access_log, "log_level": "warning"}
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}/"
     sock = _bind(host, port)  # a taken port fails here, before the model loads

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from qtsearch.encode.encoder import load_encoder
+from qtsearch.encode.encoder import Encoder, load_encoder
 from qtsearch.errors import UsageError
 from qtsearch.query.hits import Results
 
@@ -25,14 +25,17 @@ RERANK_DEPTH = 30
 
 
 class Reranker:
-    """An encoder that re-scores hits: `reranker(queries, results, k)`. `name` is anything
-    `load_encoder` takes (minilm, model2vec, glove, a model folder)."""
+    """An encoder that re-scores hits: `reranker(queries, results, k)`. `encoder` is anything
+    `load_encoder` takes (minilm, model2vec, glove, a model folder) or an encoder already
+    loaded (shared between re-rankers of several depths)."""
 
-    def __init__(self, name: str = "minilm", depth: int = RERANK_DEPTH, device: str = "cpu"):
+    def __init__(self, encoder: str | Encoder = "minilm", depth: int = RERANK_DEPTH,
+                 device: str = "cpu"):
         if depth < 1:
             raise UsageError(f"the re-ranking depth must be at least 1, not {depth}")
-        self.name, self.depth = name, depth
-        self.encoder = load_encoder(name, device)
+        self.depth = depth
+        self.encoder = load_encoder(encoder, device) if isinstance(encoder, str) else encoder
+        self.name = encoder if isinstance(encoder, str) else str(encoder.path)
 
     def __call__(self, queries: Sequence[str], results: Sequence[Results],
                  k: int) -> list[Results]:

@@ -36,6 +36,7 @@ from qtsearch.query.answers import (
     answer_queries,
 )
 from qtsearch.query.filters import parse_where
+from qtsearch.query.rerank import RERANK_DEPTH, Reranker
 from qtsearch.query.search import Index
 from qtsearch.serve.limits import BodyLimit, HTTPError, Limits, error_body, status_of
 from qtsearch.serve.served import ServedIndex
@@ -54,6 +55,8 @@ class ServeConfig:
     token_file: str | None = None
     limits: Limits = dataclasses.field(default_factory=Limits)
     warm_up: bool = True
+    rerank: str | None = None  # the encoder that re-ranks searches asking for it
+    rerank_depth: int = RERANK_DEPTH
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -87,6 +90,8 @@ class SearchBody(BaseModel):
         None, description='Filters, all of which must hold: {"source": "emma.txt"} or '
                           '["source=emma.txt", "doc=3"].')
     ids: bool = Field(False, description="q holds ids of stored sentences: their neighbours.")
+    rerank: bool = Field(False, description="Re-rank the first hits with the server's "
+                                            "re-ranker (`serve --rerank`).")
 
 
 class AnalogyBody(BaseModel):
@@ -113,6 +118,8 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
     token = read_token(config.token_file) if config.token_file else None
     if served is None:
         served = open_served(config)
+    reranker = Reranker(config.rerank, config.rerank_depth, config.device) \
+        if config.rerank else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
@@ -140,16 +147,20 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         return JSONResponse(body, 400 if any(e for _, _, e in answers) else 200)
 
     def search(queries: list[str | int], k: int, mode: str | None,
-               where: dict[str, str | int], ids: bool) -> JSONResponse:
+               where: dict[str, str | int], ids: bool, rerank: bool) -> JSONResponse:
         check_k(k)
         if not queries:
             raise UsageError("no query: give q")
+        if rerank and (reranker is None or ids):
+            raise UsageError("rerank: this server re-ranks nothing (start it with --rerank)"
+                             if reranker is None else "rerank re-scores query sentences, not ids")
         if len(queries) > limits.max_queries:
             raise HTTPError(413, f"{len(queries)} queries in one request: at most "
                                  f"{limits.max_queries}")
         with served.use() as idx:
             if not ids:
-                return respond(answer_queries(idx, [str(q) for q in queries], k, mode, where))
+                return respond(answer_queries(idx, [str(q) for q in queries], k, mode, where,
+                                              reranker if rerank else None))
             try:
                 return respond(answer_ids(idx, [_as_id(q) for q in queries], k, where))
             except InputError as e:
@@ -163,16 +174,16 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
     def search_get(q: list[str] = Query(description="Query sentence; repeat for several."),
                    k: int = 10, mode: str | None = None,
                    where: list[str] = Query([], description="COLUMN=VALUE; repeatable."),
-                   ids: bool = False) -> JSONResponse:
+                   ids: bool = False, rerank: bool = False) -> JSONResponse:
         """The best-matching stored sentences for each query: `qtsearch search --json`."""
-        return search(list(q), k, mode, parse_where(where), ids)
+        return search(list(q), k, mode, parse_where(where), ids, rerank)
 
     @app.post("/search")
     def search_post(body: SearchBody) -> JSONResponse:
         """The same as GET /search, with the query or queries in a JSON body."""
         where = body.where if isinstance(body.where, dict) else parse_where(body.where)
         queries = body.q if isinstance(body.q, list) else [body.q]
-        return search(queries, body.k, body.mode, where, body.ids)
+        return search(queries, body.k, body.mode, where, body.ids, body.rerank)
 
     @app.post("/analogy")
     def analogy(body: AnalogyBody) -> JSONResponse:

@@ -2,9 +2,9 @@
 
 A system is a model (the shipped one, a model folder, or an encoder name: glove, minilm,
 model2vec) and a search mode of `Index.search`, optionally with a re-ranker (`MODE+minilm`:
-the first RERANK_DEPTH hits re-scored, qtsearch.query.rerank). Lexical mode (BM25 over the
-index's full-text table) does not depend on the model, so it is one system, "BM25 (lexical)",
-searched on the first model's index.
+the first RERANK_DEPTH hits re-scored, qtsearch.query.rerank; `MODE+minilm@10`: the first
+10). Lexical mode (BM25 over the index's full-text table) does not depend on the model, so it
+is one system, "BM25 (lexical)", searched on the first model's index.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from qtsearch.evaluation.relevance.engine import (
 )
 from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
 from qtsearch.index.manifest import read_manifest
-from qtsearch.query.rerank import Reranker
+from qtsearch.query.rerank import RERANK_DEPTH, Reranker
 from qtsearch.query.search import MODES, QUERY_PRECISION, Index
 
 log = logging.getLogger("qtsearch")
@@ -51,10 +51,12 @@ class System:
     model: str  # "default", a model folder, or an encoder name
     mode: str
     rerank: str | None = None  # the re-ranker's encoder, or None
+    depth: int = RERANK_DEPTH  # hits it re-scores
 
     @property
     def label(self) -> str:
-        then = f"+{self.rerank}" if self.rerank else ""
+        at = f"@{self.depth}" if self.depth != RERANK_DEPTH else ""
+        then = f"+{self.rerank}{at}" if self.rerank else ""
         if self.mode == LEXICAL:
             return f"BM25 (lexical){then}"
         name = Path(self.model).name if "/" in self.model else self.model
@@ -71,9 +73,14 @@ def parse_systems(models: Sequence[str], baselines: Sequence[str],
         for spec in explicit:
             model, _, mode = spec.rpartition(":") if ":" in spec else (spec, "", "semantic")
             mode, _, rerank = mode.partition("+")
+            rerank, _, depth = rerank.partition("@")
             if mode not in MODES:
                 raise UsageError(f"--systems {spec!r}: mode must be one of {', '.join(MODES)}")
-            systems.append(System(model or "default", mode, rerank or None))
+            if depth and not (depth.isdigit() and int(depth) > 0):
+                raise UsageError(f"--systems {spec!r}: the depth after @ must be a positive "
+                                 "whole number")
+            systems.append(System(model or "default", mode, rerank or None,
+                                  int(depth) if depth else RERANK_DEPTH))
     else:
         systems = [System(m, mode) for m in models for mode in MODES]
         systems += [System(b, "semantic") for b in baselines]
@@ -197,7 +204,9 @@ def run_benchmark(tasks: Sequence[RelevanceTask], systems: Sequence[System],
         by_model.setdefault(lexical_on if s.mode == LEXICAL else s.model, []).append(s)
     encoders = {m: load_encoder(_model_arg(m), device=device, precision=QUERY_PRECISION)
                 for m in by_model}  # loaded once, as `Index.open` would load them
-    rerankers = {s.rerank: Reranker(s.rerank, device=device) for s in systems if s.rerank}
+    rerank_encoders = {s.rerank: load_encoder(s.rerank, device) for s in systems if s.rerank}
+    rerankers = {(s.rerank, s.depth): Reranker(rerank_encoders[s.rerank], s.depth)
+                 for s in systems if s.rerank}
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     for task in tasks:
@@ -222,5 +231,5 @@ def run_benchmark(tasks: Sequence[RelevanceTask], systems: Sequence[System],
                     b = bar.add_task(f"{task.name} · {s.label}", total=len(task.queries))
                     run.results[task.name][s.label] = run_queries(
                         index, task, s.mode, lambda n, b=b: bar.advance(b, n),
-                        rerankers.get(s.rerank or ""))
+                        rerankers.get((s.rerank, s.depth)))
     return run
