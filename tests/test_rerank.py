@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pexpect
 import pytest
 
 from qtsearch.cli import main
@@ -79,7 +78,7 @@ def test_cli_rerank(capsys, flat):
 
 @pytest.mark.slow
 def test_shell_rerank(flat, api, minilm, tmp_path):
-    from test_shell import ask, spawn
+    from test_shell import ask, leave, spawn
 
     child = spawn(flat, tmp_path / "hist", "-k", "3", "--rerank", "minilm", "--rerank-depth",
                   "12")
@@ -88,10 +87,7 @@ def test_shell_rerank(flat, api, minilm, tmp_path):
     assert "rerank: off" in ask(child, ":rerank off")
     assert "usage: :rerank" in ask(child, ":rerank")
     assert "rerank: minilm, first 5 hits" in ask(child, ":rerank minilm 5")
-    child.sendeof()
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    leave(child)
 
 
 def test_http_rerank_is_the_cli_json(capsys, flat):

@@ -32,6 +32,14 @@ def spawn(index: Path, history: Path, *extra: str) -> pexpect.spawn:
     return child
 
 
+def leave(child: pexpect.spawn) -> None:
+    """Ctrl-D, as a person leaves: the shell ends with exit status 0."""
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
 def ask(child: pexpect.spawn, line: str) -> str:
     """Type a line, return everything printed before the next prompt."""
     child.sendline(line)
@@ -85,10 +93,7 @@ def test_a_session(flat, api, tmp_path):
     assert "2 results in" in ask(child, query)
 
     # Ctrl-D leaves with status 0 and the history is written
-    child.sendeof()
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    leave(child)
     lines = history.read_text(encoding="utf-8").splitlines()
     assert query in lines and ":k 2" in lines and "half a sentence that is never" not in lines
 
@@ -108,10 +113,7 @@ def test_modes_and_filters(flat, api, tmp_path):
     assert "usage: :mode" in ask(child, ":mode fuzzy")
     assert "where: no filter" in ask(child, ":where")
     assert "semantic search" in ask(child, ":help")
-    child.sendeof()
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    leave(child)
 
 
 @pytest.mark.slow
@@ -129,10 +131,7 @@ def test_history_is_recalled_in_the_next_session(flat, tmp_path):
     child.sendcontrol("p")
     child.sendline("")
     child.expect_exact("k = 3")
-    child.sendeof()
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    leave(child)
 
 
 def test_a_missing_index_fails_before_the_prompt(tmp_path):
