@@ -45,7 +45,7 @@ RERANK_OPT = typer.Option(None, "--rerank",
                                "encoder: minilm (all-MiniLM-L6-v2, needs the [encoders] "
                                "extra), model2vec, glove or a model folder. Hits are then "
                                "ordered by its cosine (--json legs: first, rerank); on 2 CPU "
-                               "cores MiniLM adds ~0.2-1.3 s a query at depth 30.")
+                               "cores MiniLM adds ~0.3 s a query at depth 30 (p50).")
 RERANK_DEPTH_OPT = typer.Option(30, "--rerank-depth", min=1,
                                 help="First-stage hits re-scored per query with --rerank "
                                      "(deeper finds more, costs more).")
