@@ -280,8 +280,8 @@ def test_warm_up_reads_a_graph_index_through(tmp_path_factory, shared_data, tiny
 
     folder = small_index(tmp_path_factory, shared_data, tiny_model, "hnsw")
     read: list[int] = []
-    real = search._read_through
-    monkeypatch.setattr(search, "_read_through",
+    real = search.read_through
+    monkeypatch.setattr(search, "read_through",
                         lambda path: read.append(path.stat().st_size) or real(path))
     with Index.open(folder) as idx:
         idx.warm_up(wait=True)
