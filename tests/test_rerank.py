@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from qtsearch.cli import main
+from qtsearch.commands.common import RERANK_DEPTH_OPT
 from qtsearch.encode.encoder import load_encoder
 from qtsearch.errors import UsageError
-from qtsearch.query.rerank import Reranker
+from qtsearch.query.rerank import RERANK_DEPTH, Reranker
 
 QUERY = "She was very happy to see him again."
 
@@ -59,6 +60,7 @@ def test_reranking_finds_what_the_first_stage_ranked_lower(api, minilm):
 def test_bad_depth_and_filters(api, minilm):
     with pytest.raises(UsageError, match="at least 1"):
         Reranker("minilm", depth=0)
+    assert RERANK_DEPTH_OPT.default == RERANK_DEPTH  # the CLI's default, written out there
     hits = api.search(QUERY, 4, where={"doc": 1}, rerank=minilm)[0]
     assert hits and all(h.doc == 1 for h in hits)
 

@@ -38,3 +38,11 @@ def model_option(help: str = "Model folder (default: the shipped model).") -> An
 def top_k_option(default: int, help: str = "Results per query.") -> Any:
     """`-k/--top-k`: how many results, in every command that ranks."""
     return typer.Option(default, "--top-k", "-k", help=help)
+
+
+#: `--rerank-depth` of search, shell and serve. Its default is qtsearch.query.rerank's
+#: RERANK_DEPTH, written out here so that the CLI starts without importing the query layer
+#: (numpy and the encoders: ~130 ms); tests/test_rerank.py checks that the two agree.
+RERANK_DEPTH_OPT = typer.Option(30, "--rerank-depth", min=1,
+                                help="First-stage hits re-scored per query with --rerank "
+                                     "(deeper finds more, costs more).")

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from qtsearch.commands.common import err, model_option, out, print_json, top_k_option
+from qtsearch.commands.common import (
+    RERANK_DEPTH_OPT,
+    err,
+    model_option,
+    out,
+    print_json,
+    top_k_option,
+)
 from qtsearch.errors import InputError, UsageError
 
 if TYPE_CHECKING:  # the query layer is imported by the commands that run (it reads text files)
@@ -46,9 +53,6 @@ RERANK_OPT = typer.Option(None, "--rerank",
                                "extra), model2vec, glove or a model folder. Hits are then "
                                "ordered by its cosine (--json legs: first, rerank); on 2 CPU "
                                "cores MiniLM adds ~0.3 s a query at depth 30 (p50).")
-RERANK_DEPTH_OPT = typer.Option(30, "--rerank-depth", min=1,
-                                help="First-stage hits re-scored per query with --rerank "
-                                     "(deeper finds more, costs more).")
 
 
 def _params(items: list[str] | None) -> dict[str, float]:

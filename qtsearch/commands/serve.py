@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from qtsearch.commands.common import err, out
+from qtsearch.commands.common import RERANK_DEPTH_OPT, err, out
 from qtsearch.errors import UsageError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -36,8 +36,7 @@ def serve(
     rerank: str | None = typer.Option(None, "--rerank",
                                       help="Load this encoder (e.g. minilm) to re-rank the "
                                            "searches that ask for it (rerank=true)."),
-    rerank_depth: int = typer.Option(30, "--rerank-depth", min=1,
-                                     help="First hits re-scored per query with --rerank."),
+    rerank_depth: int = RERANK_DEPTH_OPT,
 ) -> None:
     """Serve an index over HTTP: a JSON API and a search page.
 

@@ -19,8 +19,9 @@ from qtsearch.encode.encoder import Encoder, load_encoder
 from qtsearch.errors import UsageError
 from qtsearch.query.hits import Results
 
-#: First-stage hits re-scored per query: on *Emma*, MiniLM re-ranking the hybrid top 30 put a
-#: relevant sentence first for 7 of the 8 everyday queries (README, "Re-ranking").
+#: First-stage hits re-scored per query, chosen on the relevance benchmark (README,
+#: "Re-ranking"): MiniLM re-ranking the default hybrid hits scored mean paraphrase MRR@10 0.915
+#: at depth 30 and at 10, TREC P@10 0.507 at 30 against 0.483 at 10.
 RERANK_DEPTH = 30
 
 

@@ -151,9 +151,10 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         check_k(k)
         if not queries:
             raise UsageError("no query: give q")
-        if rerank and (reranker is None or ids):
-            raise UsageError("rerank: this server re-ranks nothing (start it with --rerank)"
-                             if reranker is None else "rerank re-scores query sentences, not ids")
+        if rerank and reranker is None:
+            raise UsageError("rerank: this server re-ranks nothing (start it with --rerank)")
+        if rerank and ids:
+            raise UsageError("rerank re-scores query sentences, not ids")
         if len(queries) > limits.max_queries:
             raise HTTPError(413, f"{len(queries)} queries in one request: at most "
                                  f"{limits.max_queries}")

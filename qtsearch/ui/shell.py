@@ -132,9 +132,14 @@ class Shell:
             args = rest.split()
             if not 1 <= len(args) <= 2:
                 raise UsageError("usage: :rerank NAME [N] | :rerank off")
-            self.rerank = None if args == ["off"] else Reranker(
-                args[0], _positive_int(args[1], ":rerank NAME [N]") if len(args) == 2
-                else RERANK_DEPTH)
+            if args == ["off"]:
+                self.rerank = None
+            else:
+                depth = _positive_int(args[1], ":rerank NAME [N]") if len(args) == 2 \
+                    else RERANK_DEPTH
+                same = self.rerank is not None and self.rerank.name == args[0]
+                # a new depth for the same encoder keeps it loaded (MiniLM: ~5 s to load)
+                self.rerank = Reranker(self.rerank.encoder if same else args[0], depth)
             self.console.print(f"rerank: {self._rerank_text()}", highlight=False)
         elif name == ":where":
             if not rest:
