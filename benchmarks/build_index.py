@@ -128,15 +128,21 @@ def model_figures(model_path: str | None, device: str, precision: str,
 
     enc = load_encoder(model_path, device=device, precision=precision)
     tokens = sum(len(enc.token_ids(s)) for s in sample) / max(1, len(sample))
+    figures = {"model": str(enc.path), "dim": enc.dim, "tokens_per_sentence": tokens,
+               "threads": torch.get_num_threads()}
+    if not hasattr(enc, "model"):  # a mean-of-words model encoded in numpy: no GRUs
+        return figures | {"device": "cpu", "precision": "fp32", "flops_per_token": 0,
+                          "executed_flops_per_token": 0,
+                          "matmul_gflops": matmul_gflops("cpu", "fp32")}
     precision = "bf16" if enc.amp == torch.bfloat16 else "fp32"
-    return {"model": str(enc.path), "dim": enc.dim, "device": str(enc.device),
-            "precision": precision, "flops_per_token": gru_flops_per_token(enc.model),
-            # the CPU batch path looks the input projections up per word: only the recurrent
-            # matmuls are executed per token (qtsearch/inference/stepped.py)
-            "executed_flops_per_token": gru_flops_per_token(
-                enc.model, "weight_hh" if enc._large_batches is not None else "weight_"),
-            "tokens_per_sentence": tokens, "threads": torch.get_num_threads(),
-            "matmul_gflops": matmul_gflops(enc.device.type, precision)}
+    return figures | {
+        "device": str(enc.device), "precision": precision,
+        "flops_per_token": gru_flops_per_token(enc.model),
+        # the CPU batch path looks the input projections up per word: only the recurrent
+        # matmuls are executed per token (qtsearch/inference/stepped.py)
+        "executed_flops_per_token": gru_flops_per_token(
+            enc.model, "weight_hh" if enc._large_batches is not None else "weight_"),
+        "matmul_gflops": matmul_gflops(enc.device.type, precision)}
 
 
 def run_build(corpus: list[Path], out: Path, args: argparse.Namespace

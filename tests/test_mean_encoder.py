@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from qtsearch import load_encoder
-from qtsearch.encode.mean import read_table
+from qtsearch.encode.mean import TABLE, read_tensors
 from qtsearch.models.files import read_metrics
 from qtsearch.text.nli import NLIPair, read_nli
 from qtsearch.text.pairs import drop_overlap, eval_sentences, normalise
@@ -65,7 +65,7 @@ def test_a_run_with_only_the_pairs_task_learns_it(mean_model: Path) -> None:
 
 def test_the_mean_model_encodes_the_mean_of_its_word_rows(mean_model: Path) -> None:
     enc = load_encoder(mean_model)
-    table = read_table(mean_model)  # the torch model's rows, read by numpy
+    table, = read_tensors(mean_model, [TABLE])  # the torch model's rows, read by numpy
     sentence = "A man rides a horse on the beach."
     ids = enc.token_ids(sentence)
     np.testing.assert_allclose(enc.encode([sentence])[0], table[ids].mean(axis=0),

@@ -11,8 +11,11 @@
 #     document, the WikiExtractor markup dropped), contiguous batches of 400 sentences;
 #   - NLI: SNLI test (pairs sharing a sentence with sts/ dropped);
 #   - pairs: Multi30k train and COCO val2017 same-image captions, the NLI CSVs' entailed
-#     hypotheses with a contradiction as hard negative; every pair sharing a sentence with
-#     sts/ (STS 2012-16, STS-B, SICK, MSRP) dropped; Multi30k val validates;
+#     hypotheses with a contradiction as hard negative, every other pair with its positive
+#     negated by rule as one (--negations: "A man is playing" -> "A man is not playing"; set
+#     NEGATIONS=0 to leave them out); every pair sharing a sentence with sts/ (STS 2012-16,
+#     STS-B, SICK, MSRP) dropped, and no negation that is such a sentence; Multi30k val
+#     validates;
 #   - teacher: TEACHER_SENTENCES sentences spread over every tenth training book (74) and the
 #     100 Wikipedia shards of wikipedia/AB (not the QT corpus), whose
 #     all-MiniLM-L6-v2 vectors the encoder matches through a linear head. The teacher vectors
@@ -27,7 +30,7 @@
 # Ablations: train/ablate-search-default.sh (the same budget without each task; a task is
 # left out with QT_TASK=0, NLI_TASK=0, PAIRS_TASK=0 or TEACHER_SENTENCES=0).
 # Usage: [TEACHER_SENTENCES=60000] [TEACHER_CACHE=runs/teacher-cache] [ENCODER=mean] \
-#   bash train/search-default.sh [OUT] [extra qtsearch train-multitask options]
+#   [NEGATIONS=1] bash train/search-default.sh [OUT] [extra qtsearch train-multitask options]
 set -euo pipefail
 source "$(dirname "$0")/_books.sh"  # BOOKS: the training books (0740-0757 held out for eval)
 ROOT="$(dirname "$DATA")"
@@ -54,6 +57,7 @@ if [ "${PAIRS_TASK:-1}" = 1 ]; then
     PAIRS+=(--pairs "$f")
   done
   PAIRS+=(--pairs-valid "$ROOT/pairs/multi30k/val.1.en.gz")
+  if [ "${NEGATIONS:-1}" = 1 ]; then PAIRS+=(--negations); fi
 fi
 QT=()
 [ "${QT_TASK:-1}" = 1 ] && QT=("${WIKI[@]}" --split-sentences)

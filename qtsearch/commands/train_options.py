@@ -34,6 +34,11 @@ PAIR_ENCODER = typer.Option(
     "infersent", "--encoder",
     help="infersent: BiLSTM-max over frozen --word-vectors; mean: the mean of trainable word "
     "vectors started from --word-vectors (fast: no recurrence).")
+NEGATION_SCOPE = typer.Option(
+    False, "--negation-scope/--no-negation-scope",
+    help="Mean encoder: the words after a negation (\"not\", \"no\", \"never\"… up to the next "
+    "punctuation) are scaled by a trained vector, so that a negated sentence differs from its "
+    "positive form by its own words, not only by the vector of \"not\".")
 WORD_VECTORS = typer.Option(
     "glove", help="Pretrained word vectors: glove (6B-50d) or model2vec (256-d, distilled "
     "offline from all-MiniLM-L6-v2; needs the [encoders] extra).")
@@ -76,6 +81,12 @@ PAIRS_SCALE = typer.Option(
 HARD_NEGATIVES = typer.Option(
     True, "--hard-negatives/--no-hard-negatives",
     help="Pairs: an NLI contradiction of the anchor joins the candidates as a hard negative.",
+)
+NEGATIONS = typer.Option(
+    False, "--negations/--no-negations",
+    help="Pairs: a pair without a hard negative gets its positive negated by rule (\"A man is "
+    "playing\" -> \"A man is not playing\") as one, so that the encoder learns what \"not\" "
+    "does.",
 )
 DATA = typer.Option(
     None, help="Data folder whose sts/ evaluation sentences are kept out of the pairs "

@@ -7,7 +7,9 @@ with it starts without importing torch (~2.4 s of a ~3.6 s start on 2 cores). A 
 model took 0.20 s (median of 3) against torch's embedding bag's 0.34 s and the gather's 1.1 s
 (scipy.sparse costs ~0.3 s to import, so queries skip it). The vectors are torch's within 1e-6
 (the same fp32 table, summed in another order), and the fingerprint is the folder's, so
-indexes built with either open with the other.
+indexes built with either open with the other. A model with `negation_scope` scales the rows
+of words in a negation's scope by its trained vector and leaves out the cues (the sparse path:
+a second product over the scoped words alone).
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ from qtsearch.device import Cpu
 from qtsearch.encode.encoder import FolderEncoder, l2_normalize
 from qtsearch.errors import ModelError
 from qtsearch.models.files import weights_path
+from qtsearch.text.negation import CUE, in_scope
 
 #: The table's tensor in a mean model's weights (MeanWords.words, an nn.Embedding).
 TABLE = "words.weight"
+#: With negation_scope: the scale of words in a negation's scope, and each word's role.
+NEGATED, ROLES = "negated", "roles"
 #: Sentences per gather: their rows (~20 tokens x 1 KB) stay in cache; blocks of 1024 were
 #: 1.8x slower than 128 on 100k sentences.
 BLOCK = 128
@@ -42,11 +47,17 @@ class MeanEncoder(FolderEncoder):
             raise ModelError(f"{self.path}: not a mean-of-words model "
                              f"(encoder {self.cfg.encoder!r})")
         self.device = Cpu()
-        self.table = read_table(self.path)
-        if self.table.shape[0] != len(self.vocab):
-            raise ModelError(f"{self.path}: {TABLE} has {self.table.shape[0]} rows for "
-                             f"{len(self.vocab)} words")
+        names = (TABLE, NEGATED, ROLES) if self.cfg.negation_scope else (TABLE,)
+        self.table, *scope = read_tensors(self.path, names)
+        if self.table.ndim != 2 or self.table.shape[0] != len(self.vocab):
+            raise ModelError(f"{self.path}: {TABLE} is not a matrix of {len(self.vocab)} rows, "
+                             "one per word")
         self.dim = int(self.table.shape[1])
+        #: (scale, roles) of negation scopes, or None
+        self.scope = tuple(scope) if scope else None
+        if self.scope and (self.scope[0].shape != (self.dim,)
+                           or self.scope[1].shape != (len(self.vocab),)):
+            raise ModelError(f"{self.path}: {NEGATED} or {ROLES} has the wrong shape")
 
     def encode_ids(
         self,
@@ -65,39 +76,53 @@ class MeanEncoder(FolderEncoder):
             lengths = np.fromiter(map(len, block), dtype=np.int64, count=len(block))
             flat = np.fromiter(chain.from_iterable(block), dtype=np.int64,
                                count=int(lengths.sum()))
+            starts = np.cumsum(lengths) - lengths
+            scoped = in_scope(self.scope[1][flat], starts) if self.scope else None
             if sparse:
-                out[s : s + step] = self._sparse_mean(flat, lengths)
+                out[s : s + step] = self._sparse_mean(flat, lengths, scoped)
             else:
-                starts = np.cumsum(lengths) - lengths
-                out[s : s + step] = np.add.reduceat(self.table[flat], starts, axis=0)
+                rows = self.table[flat]
+                if scoped is not None:
+                    rows[scoped] *= self.scope[0]
+                    rows[self.scope[1][flat] == CUE] = 0
+                out[s : s + step] = np.add.reduceat(rows, starts, axis=0)
                 out[s : s + step] /= lengths[:, None]
             if progress:
                 progress(len(block))
         return l2_normalize(out) if normalize else out
 
-    def _sparse_mean(self, flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        """Rows of 1/length weights on each sentence's ids, times the table."""
+    def _sparse_mean(self, flat: np.ndarray, lengths: np.ndarray,
+                     scoped: np.ndarray | None) -> np.ndarray:
+        """Rows of 1/length weights on each sentence's ids (0 on negation cues), times the
+        table; the words in a negation's scope (`scoped`) once more, times the table and
+        (scale - 1)."""
         from scipy.sparse import csr_matrix
 
         indptr = np.concatenate([[0], np.cumsum(lengths)])
         weights = np.repeat((1.0 / lengths).astype(np.float32), lengths)
-        rows = csr_matrix((weights, flat, indptr), shape=(len(lengths), self.table.shape[0]))
-        return rows @ self.table
+        shape = (len(lengths), self.table.shape[0])
+        plain = weights if scoped is None else np.where(self.scope[1][flat] == CUE, 0, weights)
+        out = csr_matrix((plain, flat, indptr), shape=shape) @ self.table
+        if scoped is not None and scoped.any():
+            rows = csr_matrix((np.where(scoped, weights, 0), flat, indptr), shape=shape)
+            out += (rows @ self.table) * (self.scope[0] - 1)
+        return out
 
 
-def read_table(folder: os.PathLike) -> np.ndarray:
-    """The word table as float32 (stored fp16 or fp32), read alone from the safetensors file."""
+def read_tensors(folder: os.PathLike, names: Sequence[str]) -> list[np.ndarray]:
+    """The named tensors as float32 (stored fp16 or fp32), read alone from the safetensors
+    file (a mean model's word table: `TABLE`)."""
     from safetensors import SafetensorError, safe_open
 
     weights = weights_path(folder)
     try:
         with safe_open(str(weights), framework="np") as fh:
-            names = fh.keys()
-            if TABLE not in names:
-                raise ModelError(f"{weights}: no {TABLE} tensor (not a mean-of-words model)")
-            table = fh.get_tensor(TABLE)
+            stored = set(fh.keys())
+            missing = [n for n in names if n not in stored]
+            if missing:
+                raise ModelError(f"{weights}: no {missing[0]} tensor (not a mean-of-words model "
+                                 "as its config describes)")
+            tensors = [fh.get_tensor(n) for n in names]
     except (SafetensorError, OSError, ValueError) as e:
         raise ModelError(f"{weights}: not a valid safetensors file ({e})") from e
-    if table.ndim != 2:
-        raise ModelError(f"{weights}: {TABLE} is not a matrix")
-    return np.ascontiguousarray(table, dtype=np.float32)
+    return [np.ascontiguousarray(t, dtype=np.float32) for t in tensors]

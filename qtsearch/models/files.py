@@ -43,6 +43,7 @@ class EncoderConfig:
     layers: int = 4  # transformer only
     heads: int = 8  # transformer only
     dropout: float = 0.1  # transformer only
+    negation_scope: bool = False  # mean only: words after "not", "no"… scaled by a trained vector
 
 
 def is_model_folder(path: Path) -> bool:

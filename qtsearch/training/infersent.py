@@ -28,6 +28,7 @@ from qtsearch.errors import UsageError
 from qtsearch.models.encoders import EncoderConfig
 from qtsearch.models.folder import PAIR_MODELS, build_model
 from qtsearch.models.infersent import InferSent
+from qtsearch.models.mean import MeanWords
 from qtsearch.text.reader import read_sentences
 from qtsearch.text.token_corpus import corpus_signature
 from qtsearch.text.tokenizer import tokenize
@@ -50,6 +51,7 @@ class InferSentConfig(RunConfig):
     word_dim: int = 0  # trainable embeddings concatenated to GloVe; 0 = GloVe only (the paper)
     encoder: str = "infersent"  # or "mean": the mean of trainable word vectors (models/mean.py)
     word_vectors: str = "glove"  # the pretrained vectors: glove (50-d) or model2vec (256-d)
+    negation_scope: bool = False  # mean only: scale words in a negation's scope (models/mean.py)
     glove_words: int = 50_000
     train_words: int = 0  # the most frequent training-sentence words kept; 0: every one
     vocab_from: list[str] = field(default_factory=list)  # more corpora for the vocabulary
@@ -82,11 +84,15 @@ class InferSentConfig(RunConfig):
         if self.encoder == "mean" and self.word_dim:
             raise UsageError("--word-dim is for --encoder infersent: the mean encoder trains "
                              "its pretrained word vectors themselves")
+        if self.negation_scope and self.encoder != "mean":
+            raise UsageError("--negation-scope is for --encoder mean (InferSent's BiLSTM reads "
+                             "word order itself)")
 
     def encoder_config(self, vocab_len: int, objective: str) -> EncoderConfig:
         return EncoderConfig(encoder=self.encoder, objective=objective, vocab_size=vocab_len,
                              word_dim=self.word_dim, hidden=self.hidden, max_len=self.max_len,
-                             glove_dim=WORD_VECTORS[self.word_vectors][0])
+                             glove_dim=WORD_VECTORS[self.word_vectors][0],
+                             negation_scope=self.negation_scope)
 
 
 @dataclass
@@ -170,6 +176,8 @@ def sentence_encoder(cfg: EncoderConfig, vocab: Vocab, n_seen: int,
     rows of words unseen in training zeroed."""
     model = build_model(cfg)
     model.set_frozen_vectors(pretrained)
+    if isinstance(model, MeanWords):
+        model.set_vocab(vocab)
     if isinstance(model, InferSent) and model.words is not None:
         with torch.no_grad():
             model.words.weight[n_seen:].zero_()

@@ -19,6 +19,7 @@ from torch import nn
 
 from qtsearch.errors import UsageError
 from qtsearch.paths import data_root
+from qtsearch.text.negation import with_negations
 from qtsearch.text.pairs import P, Pair, drop_overlap, eval_sentences, hold_out, read_pairs
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.infersent import InferSentConfig, Split, infersent_loop
@@ -33,6 +34,7 @@ class PairsOptions:
 
     pairs_scale: float = 20.0  # cosine × scale are the softmax logits
     hard_negatives: bool = True  # an NLI contradiction of the anchor as an extra candidate
+    negations: bool = False  # else the positive's negated copy (qtsearch.text.negation)
     data: str | None = None  # data folder whose sts/ is kept out; None: $QTSEARCH_DATA, ...
     eval_filter: bool = True
     pairs_val_batches: int = 20  # validation batches (a fixed sample of the validation pairs)
@@ -42,6 +44,8 @@ class PairsOptions:
             raise UsageError("--pairs-scale must be a positive number")
         if self.pairs_val_batches < 1:
             raise UsageError("--pairs-val-batches must be at least 1")
+        if self.negations and not self.hard_negatives:
+            raise UsageError("--negations makes hard negatives: it needs --hard-negatives")
 
 
 @dataclass
@@ -64,9 +68,15 @@ def without_eval_sentences(items: list[P], options: PairsOptions) -> tuple[list[
     Paraphrase pairs and (in train-multitask) NLI pairs go through it."""
     if not options.eval_filter:
         return items, 0, "not checked (--no-eval-filter)"
-    folder = data_root(options.data, need="sts")
-    kept, dropped = drop_overlap(items, eval_sentences(folder))
-    return kept, dropped, f"with the evaluation files under {folder}"
+    kept, dropped = drop_overlap(items, held_out_sentences(options))
+    return kept, dropped, f"with the evaluation files under {data_root(options.data, need='sts')}"
+
+
+def held_out_sentences(options: PairsOptions) -> frozenset[str]:
+    """The normalised evaluation sentences training must not see (none with --no-eval-filter)."""
+    if not options.eval_filter:
+        return frozenset()
+    return eval_sentences(data_root(options.data, need="sts"))
 
 
 def pairs_split(pairs: list[Pair], valid_files: list[str], fraction: float, seed: int,
@@ -79,13 +89,20 @@ def pairs_split(pairs: list[Pair], valid_files: list[str], fraction: float, seed
     else:
         train, valid = hold_out(pairs, lambda p: p.anchor, Pair.sentences, fraction, seed)
     dropped_valid = 0 if valid_files else len(pairs) - len(train) - len(valid)
+    negations: dict[str, int] = {}
+    if options.negations:
+        train, added, held_back = with_negations(train, held_out_sentences(options))
+        negations = {"pairs_negations": added, "pairs_negations_held_back": held_back}
     negatives = sum(p.negative is not None for p in train)
-    display.note(f"pairs: {len(train):,} training pairs ({negatives:,} with a hard negative), "
-                 f"{len(valid):,} validation pairs; dropped for sharing a sentence: "
+    made = (f", {negations['pairs_negations']:,} of them a negated positive "
+            f"({negations['pairs_negations_held_back']:,} negations left out: an evaluation "
+            "sentence)" if negations else "")
+    display.note(f"pairs: {len(train):,} training pairs ({negatives:,} with a hard negative"
+                 f"{made}), {len(valid):,} validation pairs; dropped for sharing a sentence: "
                  f"{dropped_eval:,} {where}, {dropped_valid:,} with validation")
     return Split(train, valid, {"pairs_train": len(train), "pairs_valid": len(valid),
                                 "pairs_negatives": negatives, "pairs_dropped_eval": dropped_eval,
-                                "pairs_dropped_valid": dropped_valid})
+                                "pairs_dropped_valid": dropped_valid, **negations})
 
 
 def pair_sentences(pairs: list[Pair]) -> Iterator[str]:
