@@ -150,7 +150,8 @@ def test_a_model_with_negation_scopes_encodes_alike_in_numpy_and_torch(
     assert np.array_equal(model.roles.numpy(), word_roles(vocab.words))  # saved with the weights
     enc = load_encoder(tmp_path, device="cpu")  # numpy
     sentences = ["A man is not playing a guitar, he is singing.", "No one is here.",
-                 "He isn't home", "A dog runs in the snow.", "Never mind; nobody came"] * 60
+                 "He isn't home", "A dog runs in the snow.", "Never mind; nobody came",
+                 "He did not say no to nobody"] * 50  # cues inside a scope
     ids = [enc.token_ids(s) for s in sentences]
     batch = torch.zeros(len(ids), max(map(len, ids)), dtype=torch.long)
     for i, row in enumerate(ids):

@@ -101,9 +101,12 @@ class MeanEncoder(FolderEncoder):
         indptr = np.concatenate([[0], np.cumsum(lengths)])
         weights = np.repeat((1.0 / lengths).astype(np.float32), lengths)
         shape = (len(lengths), self.table.shape[0])
-        plain = weights if scoped is None else np.where(self.scope[1][flat] == CUE, 0, weights)
-        out = csr_matrix((plain, flat, indptr), shape=shape) @ self.table
-        if scoped is not None and scoped.any():
+        if scoped is None:
+            return csr_matrix((weights, flat, indptr), shape=shape) @ self.table
+        cue = self.scope[1][flat] == CUE
+        out = csr_matrix((np.where(cue, 0, weights), flat, indptr), shape=shape) @ self.table
+        scoped = scoped & ~cue  # a cue inside a scope ("not … no …") counts as nothing too
+        if scoped.any():
             rows = csr_matrix((np.where(scoped, weights, 0), flat, indptr), shape=shape)
             out += (rows @ self.table) * (self.scope[0] - 1)
         return out

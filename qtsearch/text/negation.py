@@ -6,6 +6,9 @@ says that one word can reverse a sentence. Giving a pair the negated copy of its
 its hard negative does: the anchor must score the positive above a sentence that differs from
 it only by the negation. Three rules fit about three in four Multi30k captions; a sentence
 that already holds a negation, or that no rule fits, gets none.
+
+Negation scopes (`word_roles`, `in_scope`) are what the mean encoder's `negation_scope` reads
+(qtsearch.models.mean): the tokens after a cue, up to the next scope end.
 """
 
 from __future__ import annotations
