@@ -235,3 +235,27 @@ def test_warnings_of_a_query_loop_are_counted_not_printed(caplog: pytest.LogCapt
         log.info("kept")
     assert c.count == 2 and c.example == "query 1: most words unknown"
     assert [r.getMessage() for r in caplog.records] == ["kept"]
+
+
+def test_cached_indexes_are_keyed_by_the_encoding_code_too(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change to how sentences are encoded (not only to how indexes are built) gives a new
+    cache key, so a fixed encoder never scores an index of its old vectors."""
+    import shutil
+
+    from qtsearch.evaluation.relevance import indexes
+
+    package = tmp_path / "qtsearch"
+    shutil.copytree(indexes.PACKAGE, package, ignore=shutil.ignore_patterns(
+        "__pycache__", "default_model", "demo", "static"))
+    monkeypatch.setattr(indexes, "PACKAGE", package)
+    keys = []
+    for edit in ("encode/mean.py", "text/tokenizer.py", "build/pipeline.py"):
+        indexes.build_code_key.cache_clear()
+        keys.append(indexes.build_code_key())
+        with (package / edit).open("a", encoding="utf-8") as fh:
+            fh.write("\n# changed\n")
+    indexes.build_code_key.cache_clear()
+    keys.append(indexes.build_code_key())
+    indexes.build_code_key.cache_clear()
+    assert len(set(keys)) == 4, keys

@@ -2,8 +2,9 @@
 corpus and built with `build_index`, exactly as `qtsearch build-index POOL --model M` would.
 
 Built indexes are cached under `$QTSEARCH_CACHE/relevance/` per task, pool and encoder
-fingerprint, and also per build code (a hash of qtsearch/build and qtsearch/index): a rerun
-searches the same index without embedding again, and a change to how indexes are built
+fingerprint, and also per build code (a hash of the code that turns text into an index:
+qtsearch/text, models, inference, encode, build and index): a rerun searches the same index
+without embedding again, and a change to how sentences are tokenised, encoded or indexed
 rebuilds them instead of scoring a stale one.
 """
 
@@ -27,13 +28,16 @@ from qtsearch.index.manifest import META_FILE, read_manifest
 from qtsearch.index.store import MetadataStore
 
 PACKAGE = Path(__file__).resolve().parents[2]
+#: The folders of qtsearch whose code decides an index's vectors and contents.
+BUILD_CODE = ("text", "models", "inference", "encode", "build", "index")
 
 
 @cache
 def build_code_key() -> str:
-    """Hash of the qtsearch version and the source of the build and index code."""
+    """Hash of the qtsearch version and the source of the code from text to index (an
+    encoder fix once left cached indexes of its old vectors in place)."""
     h = hashlib.sha256(__version__.encode())
-    for folder in ("build", "index"):
+    for folder in BUILD_CODE:
         for path in sorted((PACKAGE / folder).glob("*.py")):
             h.update(path.name.encode() + path.read_bytes())
     return h.hexdigest()[:12]
