@@ -77,35 +77,43 @@ class MeanEncoder(FolderEncoder):
             flat = np.fromiter(chain.from_iterable(block), dtype=np.int64,
                                count=int(lengths.sum()))
             starts = np.cumsum(lengths) - lengths
-            scoped = in_scope(self.scope[1][flat], starts) if self.scope else None
+            marks = self._negation_marks(flat, starts) if self.scope else None
             if sparse:
-                out[s : s + step] = self._sparse_mean(flat, lengths, scoped)
+                out[s : s + step] = self._sparse_mean(flat, lengths, marks)
             else:
                 rows = self.table[flat]
-                if scoped is not None:
+                if marks is not None:
+                    scoped, cue = marks
                     rows[scoped] *= self.scope[0]
-                    rows[self.scope[1][flat] == CUE] = 0
+                    rows[cue] = 0
                 out[s : s + step] = np.add.reduceat(rows, starts, axis=0)
                 out[s : s + step] /= lengths[:, None]
             if progress:
                 progress(len(block))
         return l2_normalize(out) if normalize else out
 
+    def _negation_marks(self, flat: np.ndarray, starts: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens to scale: in a negation's scope and not cues themselves, the cues: counted
+        as nothing), over concatenated sentences starting at `starts`; a cue inside another's
+        scope ("not … no …") is a cue, as in the torch model."""
+        roles = self.scope[1][flat]
+        cue = roles == CUE
+        return in_scope(roles, starts) & ~cue, cue
+
     def _sparse_mean(self, flat: np.ndarray, lengths: np.ndarray,
-                     scoped: np.ndarray | None) -> np.ndarray:
+                     marks: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
         """Rows of 1/length weights on each sentence's ids (0 on negation cues), times the
-        table; the words in a negation's scope (`scoped`) once more, times the table and
-        (scale - 1)."""
+        table; the words in a negation's scope once more, times the table and (scale - 1)."""
         from scipy.sparse import csr_matrix
 
         indptr = np.concatenate([[0], np.cumsum(lengths)])
         weights = np.repeat((1.0 / lengths).astype(np.float32), lengths)
         shape = (len(lengths), self.table.shape[0])
-        if scoped is None:
+        if marks is None:
             return csr_matrix((weights, flat, indptr), shape=shape) @ self.table
-        cue = self.scope[1][flat] == CUE
+        scoped, cue = marks
         out = csr_matrix((np.where(cue, 0, weights), flat, indptr), shape=shape) @ self.table
-        scoped = scoped & ~cue  # a cue inside a scope ("not … no …") counts as nothing too
         if scoped.any():
             rows = csr_matrix((np.where(scoped, weights, 0), flat, indptr), shape=shape)
             out += (rows @ self.table) * (self.scope[0] - 1)

@@ -30,8 +30,8 @@ SCOPE_ENDS = frozenset({",", ".", ";", ":", "!", "?", "but"})
 #: A vocabulary word's role in negation scopes.
 PLAIN, CUE, END = 0, 1, 2
 
-_NEGATED = re.compile(r"\b(?:no|not|never|nobody|nothing|none|neither|nor|without)\b|n't\b",
-                      re.IGNORECASE)
+#: A sentence already negated (any cue; "n't" ends a word rather than standing alone)
+_NEGATED = re.compile(r"\b(?:" + "|".join(sorted(CUES - {"n't"})) + r")\b|n't\b", re.IGNORECASE)
 #: "There is a dog …" -> "There is no dog …"
 _THERE = re.compile(r"^(there\s+(?:is|are|was|were)\s+)(?:a|an|some)\b", re.IGNORECASE)
 #: "A man is playing …" -> "A man is not playing …" (the first auxiliary after the first word:
