@@ -190,6 +190,43 @@ def test_embedding_cache_encodes_each_text_once():
     assert np.array_equal(b[1], a[1]) and len(cache._rows) == 3
 
 
+def test_tasks_see_unit_vectors_and_the_store_keeps_the_raw_ones(tmp_path):
+    """The engine searches L2-normalised vectors, so the tasks probe those (one protocol for
+    every encoder); --raw-vectors probes the encoder's own output, and the disk cache serves
+    both because it holds the raw vectors."""
+    from qtsearch.encode.mean import MeanEncoder
+    from qtsearch.evaluation.store import VectorStore
+
+    encoder = MeanEncoder()  # the shipped mean model: its raw vectors are not unit length
+    texts = ["He did.", "The cat sat on the mat and looked at the bird outside the window."]
+    raw = encoder.encode(texts)
+    assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0, atol=1e-3)
+    store = VectorStore(tmp_path)
+    unit = EmbeddingCache(encoder, store=store)
+    assert unit.prepare(texts) == "encoded"
+    assert np.allclose(unit(texts), raw / np.linalg.norm(raw, axis=1, keepdims=True),
+                       atol=1e-6)
+    assert np.allclose(store.load(texts), raw, atol=1e-6)
+    again = EmbeddingCache(encoder, store=store, unit=False)
+    assert again.prepare(texts) == "disk"
+    assert np.allclose(again(texts), raw, atol=1e-6)
+
+
+def test_eval_records_which_vectors_it_probed(shared_data):
+    """`unit_vectors` reaches the probes: on the same sample, SICK-R differs between the unit
+    and the raw vectors of the shipped model, and the JSON config says which was used."""
+    from qtsearch.encode.mean import MeanEncoder
+
+    figures = {}
+    for unit in (True, False):
+        config = EvalConfig(tasks=["SICK-R"], data_dir=str(shared_data), limit=300,
+                            cache=False, unit_vectors=unit)
+        run = evaluate([MeanEncoder()], config, progress=False)
+        assert run.to_json()["config"]["unit_vectors"] is unit
+        figures[unit] = run.encoders[0].results["SICK-R"]["pearson"]
+    assert figures[True] != pytest.approx(figures[False], abs=1e-4)
+
+
 def test_glove_is_clearly_above_chance_on_subj(shared_data):
     config = EvalConfig(tasks=["SUBJ"], data_dir=str(shared_data), limit=1000)
     run = evaluate([GloveBow()], EvalConfig(**{**config.__dict__, "cache": False}),

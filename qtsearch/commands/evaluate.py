@@ -20,7 +20,9 @@ HELP = (
     "sts = STS12 … STS16 (cosine, no training); retrieval = NextSent (the true next sentence "
     "among all sentences of held-out Gutenberg books).\n\n"
     "Probes are logistic regressions on frozen, standardised embeddings, the L2 penalty chosen "
-    "on dev data or inner folds. Sentence vectors are kept in $QTSEARCH_CACHE/eval/ per model "
+    "on dev data or inner folds. Every task sees each vector L2-normalised, as the index "
+    "searches it (--raw-vectors: the encoder's raw output, SentEval's convention). Sentence "
+    "vectors are kept in $QTSEARCH_CACHE/eval/ per model "
     "fingerprint, so a second run only fits probes (--no-cache: encode anew, keep nothing). "
     "Accuracy and F1 are in %, correlations in [-1, 1]. --json prints {results: {encoder: "
     "{task: {metric: value}}}, reference, encoders, config}."
@@ -52,6 +54,8 @@ def evaluate(
                                "or sklearn (the reference, as before)."),
     cache: bool = typer.Option(True, "--cache/--no-cache", help="Read and keep sentence vectors "
                                "in $QTSEARCH_CACHE/eval/ (per model fingerprint)."),
+    raw_vectors: bool = typer.Option(False, "--raw-vectors", help="Probe the encoder's raw "
+                                     "vectors instead of the unit vectors search uses."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
     markdown: str | None = typer.Option(None, "--markdown", "-M", metavar="FILE",
                                         help="Also write the table as Markdown (- for stdout)."),
@@ -72,7 +76,8 @@ def evaluate(
         raise UsageError(f"unknown --solver {solver!r}; choose from {', '.join(SOLVERS)}")
     config = EvalConfig(tasks=[tasks], data_dir=str(data) if data else None, limit=limit,
                         seed=seed, books=[str(b) for b in books] if books else None,
-                        queries=queries, batch_size=batch_size, solver=solver, cache=cache)
+                        queries=queries, batch_size=batch_size, solver=solver, cache=cache,
+                        unit_vectors=not raw_vectors)
     loaded = load_tasks(config)  # bad task names or data fail before any model loads
     named = [*(models or []), *(model_opts or [])]
     specs = (named or ["default"]) + [b.strip() for b in baselines.split(",") if b.strip()]
