@@ -10,7 +10,9 @@
 #   - QT: 30 Wikipedia shards, wikipedia/AA/wiki_00-29 (running text; each article its own
 #     document, the WikiExtractor markup dropped), contiguous batches of 400 sentences;
 #   - NLI: SNLI test (pairs sharing a sentence with sts/ dropped);
-#   - pairs: Multi30k train and COCO val2017 same-image captions, the NLI CSVs' entailed
+#   - pairs (batches of 512: each positive against 511 others in the batch; 128, 256 and
+#     1,024 measured in train/DEFAULT_MODEL.md): Multi30k train and COCO val2017 same-image
+#     captions, the NLI CSVs' entailed
 #     hypotheses with a contradiction as hard negative, every other pair with its positive
 #     negated by rule as one (--negations: "A man is playing" -> "A man is not playing"; set
 #     NEGATIONS=0 to leave them out); every pair sharing a sentence with sts/ (STS 2012-16,
@@ -66,5 +68,5 @@ NLI=()
 qtsearch train-multitask "${QT[@]}" "${NLI[@]}" "${PAIRS[@]}" --data "$ROOT" \
   "${TEACHER[@]}" "${VOCAB[@]}" --vocab-size 30000 --vocab-from-words 40000 \
   --train-words 30000 --glove-words 0 --encoder "${ENCODER:-mean}" --word-vectors model2vec \
-  --out "$OUT" --batch-size 128 --qt-batch-size 400 --pairs-batch-size 128 \
+  --out "$OUT" --batch-size 128 --qt-batch-size 400 --pairs-batch-size 512 \
   --schedule proportional --epochs 2 --val-every 500 --checkpoint-every 500 "$@"
