@@ -125,12 +125,13 @@ def model_figures(model_path: str | None, device: str, precision: str,
     import torch
 
     from qtsearch.encode.encoder import load_encoder
+    from qtsearch.encode.mean import MeanEncoder
 
     enc = load_encoder(model_path, device=device, precision=precision)
     tokens = sum(len(enc.token_ids(s)) for s in sample) / max(1, len(sample))
     figures = {"model": str(enc.path), "dim": enc.dim, "tokens_per_sentence": tokens,
                "threads": torch.get_num_threads()}
-    if not hasattr(enc, "model"):  # a mean-of-words model encoded in numpy: no GRUs
+    if isinstance(enc, MeanEncoder):  # a mean of words encoded in numpy: no GRUs
         return figures | {"device": "cpu", "precision": "fp32", "flops_per_token": 0,
                           "executed_flops_per_token": 0,
                           "matmul_gflops": matmul_gflops("cpu", "fp32")}

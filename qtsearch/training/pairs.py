@@ -68,8 +68,9 @@ def without_eval_sentences(items: list[P], options: PairsOptions) -> tuple[list[
     Paraphrase pairs and (in train-multitask) NLI pairs go through it."""
     if not options.eval_filter:
         return items, 0, "not checked (--no-eval-filter)"
-    kept, dropped = drop_overlap(items, held_out_sentences(options))
-    return kept, dropped, f"with the evaluation files under {data_root(options.data, need='sts')}"
+    folder = data_root(options.data, need="sts")
+    kept, dropped = drop_overlap(items, eval_sentences(folder))
+    return kept, dropped, f"with the evaluation files under {folder}"
 
 
 def held_out_sentences(options: PairsOptions) -> frozenset[str]:
