@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 import subprocess
-import tomllib
 
+import tomllib
 from conftest import REPO
 from readme_commands import TEST_MARKER, readme_test_command
 
