@@ -165,7 +165,7 @@ class MiniLM:
         self.model = SentenceTransformer(str(path), device=str(self.device))
         dim = getattr(self.model, "get_embedding_dimension", None)  # renamed in s-t 6
         self.dim = int((dim or self.model.get_sentence_embedding_dimension)())
-        self.inner_batch = inner_batch  # 64 is the fastest on CPU (shared/notes/measurements.md)
+        self.inner_batch = inner_batch  # 64 measured fastest on a CPU
         self.fingerprint = minilm_fingerprint()
         self._tokenizer = self.model.tokenizer.backend_tokenizer
 

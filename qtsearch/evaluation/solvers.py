@@ -24,7 +24,7 @@ SOLVERS = ("lbfgs", "batched", "sklearn")
 #: L-BFGS stops when every gradient entry of the (per-probe normalised) objective is this small.
 TOLERANCE = 1e-4  # as scikit-learn's default tol
 MAX_ITER = 500
-SKLEARN_MAX_ITER = 300  # as before issue 20, so the reference reproduces the old figures
+SKLEARN_MAX_ITER = 300  # as when scikit-learn was the solver: the reference reproduces it
 
 
 @dataclass
@@ -191,7 +191,7 @@ class _Problem:
 
 
 def _fit_sklearn(batch: Batch) -> list[Probe]:
-    """scikit-learn's L-BFGS per probe (the evaluation's solver until issue 20); consecutive
+    """scikit-learn's L-BFGS per probe (the evaluation's solver before the lean L-BFGS); consecutive
     probes on the same rows and scaling reuse one model, warm-started along the penalties.
     A row with a spread target becomes one weighted row per class (Tai et al.'s expansion)."""
     from sklearn.exceptions import ConvergenceWarning

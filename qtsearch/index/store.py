@@ -304,7 +304,7 @@ class MetadataStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- read side of the full-text table (engineer B: the query layer's lexical leg) ----------
+    # -- read side of the full-text table (for the query layer's lexical leg) ------------------
 
     def columns(self) -> list[str]:
         """The columns of the `sentences` table (a filter may name any of them)."""

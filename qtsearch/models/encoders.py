@@ -1,7 +1,7 @@
 """Sentence encoders: token ids [B, T] (right-padded with 0) and lengths [B] → vectors [B, D].
 
 GRUs run on padded batches rather than packed sequences: on CPUs with bf16 support a padded
-GRU under autocast is 2-2.6x faster than a packed one (shared/notes/measurements.md). The final
+GRU under autocast is 2-2.6x faster than a packed one (measured on an AVX512-BF16 EPYC). The final
 state is read at each row's last real token, and the backward direction of a bi-GRU reads each
 row reversed within its own length, so padding never leaks into a sentence's vector.
 """

@@ -31,7 +31,7 @@ def corpus_signature(
     paths: Iterable[str | os.PathLike], split: bool, vocab_size: int, max_len: int
 ) -> str:
     """Identifies a corpus build: the files' contents, in order, and the options. Not their
-    paths or times: data copied afresh (a new session's mount, another machine's folder)
+    paths or times: data copied afresh (a fresh mount of the data, another machine's folder)
     is the same corpus, and `--resume` must accept it (hashing reads ~1 GB/s)."""
     h = hashlib.sha256(json.dumps([split, vocab_size, max_len]).encode())
     for f in list_files(paths):
