@@ -4,7 +4,7 @@ processes, shard by shard in order, one shard ahead of the encoder.
 Processes, not threads: BlingFire's C call releases the GIL (ctypes), but it is only about a
 third of a sentence's cost; the rest (scrubbing, the UTF-8 round trip, splitting, the
 vocabulary lookups) is Python and holds the GIL, so threads would gain ~15% on 2 cores at most
-(benchmarks in README, "Tokenising in parallel"). Workers are spawned, not forked (the parent
+(docs/indexing.md, "Tokenising in parallel"). Workers are spawned, not forked (the parent
 holds torch's thread pools), import only the tokeniser and the vocabulary, and get the
 vocabulary once; they ignore Ctrl-C, which the build handles. The ids are those of
 `token_ids`, the function `Encoder.token_ids` calls, so rows and vectors are the serial
@@ -51,7 +51,7 @@ def workers_for(count: int, device: str) -> int:
     """Worker processes for tokenising `count` sentences for an encoder on `device`: one per
     CPU but the one feeding the GPU where the encoder runs there, else 0 (tokenise in this
     process). On the CPU the encoder's own threads want the cores: on 2 cores, workers beside
-    the shipped model's encoding made 50k sentences 1.6x slower (README), and `nn.GRU` waits
+    the shipped model's encoding made 50k sentences 1.6x slower (docs), and `nn.GRU` waits
     at every step for a thread that a tokeniser has descheduled. Small builds: see
     MIN_SENTENCES."""
     n = cpus()

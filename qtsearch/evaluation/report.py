@@ -1,5 +1,5 @@
 """Tables of an evaluation run: one row per task, one column per encoder, then the published
-reference figures. Shared by the Rich table and the Markdown output (README)."""
+reference figures. Shared by the Rich table and the Markdown output (docs/benchmarks.md)."""
 
 from __future__ import annotations
 

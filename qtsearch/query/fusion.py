@@ -1,6 +1,6 @@
 """Fusing the semantic and lexical legs into one ranking.
 
-Two methods, measured on paraphrase retrieval (README, "Hybrid search"):
+Two methods, measured on paraphrase retrieval (docs/searching.md, "Hybrid search"):
 - `convex`: over the union of both legs' candidates, each leg's scores are z-normalised and
   mixed as weight · lexical + (1 − weight) · semantic. A candidate missing from one leg gets that
   leg's true score where it is known (the query's cosine with the stored vector), else the

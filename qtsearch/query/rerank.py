@@ -19,7 +19,7 @@ from qtsearch.encode.encoder import Encoder, load_encoder
 from qtsearch.errors import UsageError
 from qtsearch.query.hits import Results
 
-#: First-stage hits re-scored per query, chosen on the relevance benchmark (README,
+#: First-stage hits re-scored per query, chosen on the relevance benchmark (docs/benchmarks.md,
 #: "Re-ranking"): MiniLM re-ranking the default hybrid hits scored mean paraphrase MRR@10 0.915
 #: at depth 30 and at 10, TREC P@10 0.507 at 30 against 0.483 at 10.
 RERANK_DEPTH = 30

@@ -54,7 +54,7 @@ def _numeric(cell: str) -> bool:
 
 
 def markdown_report(results: Sequence[ModelResult], pool_size: int, tuples: str) -> str:
-    """The README section: top-1 per category (queries excluded), then the summary."""
+    """The benchmark page's section: top-1 per category (queries excluded), then the summary."""
     parts = [
         f"Pool: {pool_size:,} Yelp sentences; tuples: `{tuples}`; cosine to v(C)+v(B)−v(A).",
         "",

@@ -1,5 +1,5 @@
 """Tables of a relevance run: one row per task and metric, then the mean over the paraphrase
-tasks; one column per system. Shared by the Rich table and the Markdown output (README)."""
+tasks; one column per system. Shared by the Rich table and the Markdown output (docs)."""
 
 from __future__ import annotations
 
