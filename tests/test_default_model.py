@@ -28,8 +28,8 @@ def test_shipped_model_is_small_safe_and_records_its_validation() -> None:
     assert files == {"config.json", "vocab.json", "weights.safetensors", "metrics.jsonl"}
     assert sum(p.stat().st_size for p in DEFAULT_MODEL.iterdir()) < 40e6
     val = latest_validation(DEFAULT_MODEL)
-    # the record in train/DEFAULT_MODEL.md: the last validation (step 6,160, the end of its two
-    # epochs) of the multi-task run, every task well above chance (pairs: in-batch retrieval
+    # the model card (default_model/README.md): the last validation (step 6,160, the end of its
+    # two epochs) of the multi-task run, every task well above chance (pairs: in-batch retrieval
     # among 512, the batch it trained with)
     assert val["step"] == 6160
     assert val["pairs_val_accuracy"] == pytest.approx(0.4993, abs=1e-4)

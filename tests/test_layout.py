@@ -1,6 +1,6 @@
-"""The layout the README's *Layout* section describes, checked on the source: every room is in
-it, rooms follow the data flow, commands stay apart, faiss stays behind the index seam, modules
-stay small."""
+"""The layout the *Layout* section of docs/architecture.md describes, checked on the source:
+every room is in it, rooms follow the data flow, commands stay apart, faiss stays behind the
+index seam, modules stay small."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from qtsearch.paths import PACKAGE
 
-README = PACKAGE.parent / "README.md"
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 
 #: Rooms in data-flow order (text → … → queries, then what uses them); a room may import only
 #: rooms before it. Single modules come first: everything may use them.
@@ -35,7 +35,7 @@ def test_rooms_import_only_rooms_before_them() -> None:
         room = _room(path)
         if room in ("__init__", "__main__"):
             continue  # the package's own facade re-exports api; `python -m qtsearch` runs cli
-        assert room in ORDER, f"{path}: a new room: add it to ORDER and to the README's Layout"
+        assert room in ORDER, f"{path}: a new room: add it to ORDER and to docs/architecture.md"
         for target in IMPORT.findall(text):
             other = target.split(".")[0]
             if other != room:
@@ -62,8 +62,8 @@ def test_no_module_over_400_lines() -> None:
         assert len(text.splitlines()) <= 400, path
 
 
-def test_the_readme_layout_lists_every_room() -> None:
-    text = README.read_text(encoding="utf-8")
+def test_the_architecture_page_lists_every_room() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
     section = text[text.index("## Layout"):text.index("## Development")]
     listed = set(re.findall(r"^  (\w+/|\w+\.py) ", section, re.M))
     rooms = {p.name + ("/" if p.is_dir() else "") for p in PACKAGE.iterdir()

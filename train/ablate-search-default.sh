@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ablation table of the default model (train/DEFAULT_MODEL.md): the recipe of
+# The ablation table of the default model (docs/experiments/default-model-history.md): the recipe of
 # train/search-default.sh on the same budget (STEPS updates, default 1500), once with every task
 # and once without each of QT, NLI, pairs and the teacher. The runs share the data caches
 # (tokenised corpus, vocabulary counts) of runs/search-default, and the teacher vector cache.

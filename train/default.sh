@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The exact command that trained the shipped default model (qtsearch/default_model/); the record
-# of the run (wall time, hardware, metrics) is train/DEFAULT_MODEL.md. The run was stopped with
-# Ctrl-C (a checkpoint is saved) when the session's time ran out; `--resume` continues it.
+# of the run (wall time, hardware, metrics) is in docs/experiments/lab-notebook.md. The run was
+# stopped with Ctrl-C (a checkpoint is saved) when its time budget ran out; `--resume` continues it.
 # Then: python train/ship_model.py runs/mc150   (fp16 weights into qtsearch/default_model/)
 set -euo pipefail
 source "$(dirname "$0")/_books.sh"

@@ -4,14 +4,14 @@
 #
 # Encoder (ENCODER, default mean): the mean of trainable 256-d word vectors, started from the
 # word vectors of a model2vec model distilled offline from all-MiniLM-L6-v2 (--word-vectors
-# model2vec); the architecture was chosen by measurement (train/DEFAULT_MODEL.md): on 2 CPU
+# model2vec); the architecture was chosen by measurement (docs/experiments/default-model-history.md): on 2 CPU
 # cores it trains ~10x faster than a BiLSTM and encodes far above the 3,000 sentences/s bound.
 # Tasks:
 #   - QT: 30 Wikipedia shards, wikipedia/AA/wiki_00-29 (running text; each article its own
 #     document, the WikiExtractor markup dropped), contiguous batches of 400 sentences;
 #   - NLI: SNLI test (pairs sharing a sentence with sts/ dropped);
 #   - pairs (batches of 512: each positive against 511 others in the batch; 128, 256 and
-#     1,024 measured in train/DEFAULT_MODEL.md): Multi30k train and COCO val2017 same-image
+#     1,024 measured in docs/experiments/default-model-history.md): Multi30k train and COCO val2017 same-image
 #     captions, the NLI CSVs' entailed
 #     hypotheses with a contradiction as hard negative, every other pair with its positive
 #     negated by rule as one (--negations: "A man is playing" -> "A man is not playing"; set

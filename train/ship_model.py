@@ -3,10 +3,11 @@
     python train/ship_model.py runs/search-default [--fit centre] [--lexical-weight 0.3]
 
 Only config.json, vocab.json, the weights and the metrics up to the checkpoint are copied (no
-checkpoint, no token cache, no task heads); fp16 halves the size and changes vectors far less
-than training noise. `--fit` and `--lexical-weight` record the search settings measured for the
-model (config.json "search"): `build-index --fit auto` then fits what the model wants and
-hybrid search weighs BM25 as measured, instead of the engine's defaults.
+checkpoint, no token cache, no task heads), and the model card (README.md) is kept for updating;
+fp16 halves the size and changes vectors far less than training noise. `--fit` and
+`--lexical-weight` record the search settings measured for the model (config.json "search"):
+`build-index --fit auto` then fits what the model wants and hybrid search weighs BM25 as
+measured, instead of the engine's defaults.
 """
 
 from __future__ import annotations
@@ -24,13 +25,15 @@ from qtsearch.models.files import CONFIG, METRICS, VOCAB, WEIGHTS, read_config, 
 from qtsearch.models.folder import load_model, save_weights
 
 DEST = Path(__file__).resolve().parents[1] / "qtsearch" / "default_model"
+CARD = "README.md"
 
 
 def main(src: Path, fit: str | None, lexical_weight: float | None) -> None:
     model, _, _ = load_model(src)
     DEST.mkdir(parents=True, exist_ok=True)
     for old in DEST.iterdir():
-        old.unlink()
+        if old.name != CARD:  # the model card is written by hand: update it for the new model
+            old.unlink()
     shutil.copyfile(src / VOCAB, DEST / VOCAB)
     config = read_config(src)
     search = {"fit": canonical_fit(fit) if fit else None, "lexical_weight": lexical_weight}

@@ -3,6 +3,7 @@ installed CLI at build time, so the page cannot drift from the code."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -44,12 +45,11 @@ def _help_texts() -> list[tuple[str, str]]:
                           text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"reading the CLI's help failed:\n{done.stderr}")
-    import json
-
     return [tuple(pair) for pair in json.loads(done.stdout)]
 
 
-def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    """Fill the page that holds MARKER with every command's help, one section each."""
     if MARKER not in markdown:
         return markdown
     parts = []
