@@ -15,6 +15,7 @@ from qtsearch.build.folders import file_checksum, swap_in
 from qtsearch.build.progress import Progress
 from qtsearch.encode.encoder import load_encoder
 from qtsearch.errors import IndexError_, Interrupted, ModelError
+from qtsearch.index import bm25
 from qtsearch.index.faiss_backend import FaissBuilder
 from qtsearch.index.manifest import (
     INDEX_FILE,
@@ -109,6 +110,7 @@ def add_to_index(index_dir: str | os.PathLike, corpus: list[str],
                     n += len(batch)
             fill_fts(store, start)
             store.checkpoint()
+            bm25.write_for(work, work / META_FILE, start)  # every BM25 score stays exact
             if (work / PARQUET_FILE).exists():
                 store.to_parquet(work / PARQUET_FILE)
         index.write(work / INDEX_FILE)

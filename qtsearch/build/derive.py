@@ -21,6 +21,7 @@ from qtsearch.build.pipeline import Builder, BuildResult, IndexConfig
 from qtsearch.build.state import STAGES, STATE_FILE
 from qtsearch.config import save_config
 from qtsearch.errors import UsageError
+from qtsearch.index import bm25
 from qtsearch.index.faiss_backend import open_faiss_index
 from qtsearch.index.manifest import (
     CONFIG_FILE,
@@ -74,6 +75,10 @@ class _FromIndex(Builder):
             if not store.has_fts():  # a source built before the full-text table
                 fill_fts(store, 0)
                 store.checkpoint()
+        if bm25.exists(self.source):  # the same rows: the same BM25 files
+            shutil.copytree(self.source / bm25.FOLDER, self.partial / bm25.FOLDER)
+        else:  # a source built before them gets them here
+            bm25.write_for(self.partial, self.partial / META_FILE)
         self.state.timed("metadata", t0)
         info, src = self.state["index"], self.source_manifest
         manifest = compose_manifest(

@@ -37,6 +37,7 @@ from qtsearch.build.tokens import shard_inputs
 from qtsearch.config import save_config
 from qtsearch.encode.encoder import Encoder, FolderEncoder, load_encoder
 from qtsearch.errors import IndexError_, InputError, Interrupted, OutputError, UsageError
+from qtsearch.index import bm25
 from qtsearch.index.manifest import (
     CONFIG_FILE,
     INDEX_FILE,
@@ -304,6 +305,7 @@ class Builder:
             store.fts_create()
             store.fts_fill(0)
             store.checkpoint()
+            bm25.write_for(self.partial, db)  # the lexical leg's exact BM25 (qtsearch.index.bm25)
             if self.config.parquet:
                 store.to_parquet(self.partial / PARQUET_FILE)
         self.state.timed("metadata", t0)

@@ -1,33 +1,44 @@
-"""The lexical leg: BM25 over the index's FTS5 table, fast on a million sentences.
+"""The lexical leg: exact BM25 over the index's BM25 files, or its FTS5 table where it has none.
 
-Any text is a valid query: it is cut into words, each word is quoted as an FTS5 string (so no
-character is ever query syntax) and the words are OR-ed. FTS5 scores every row that matches
-(~1.7 µs a row on this machine), and "the" alone matches half of all sentences: 118 ms at
-100k rows. So words are taken rarest first while the rows they match stay within a budget (600);
-frequent words (stop-words in any language) drop out when the query has rarer ones, and they
-add little to BM25 anyway (their IDF is near zero). A query of frequent words only is searched
-as all of them AND-ed, and if even that matches too many rows, the first rows are scored.
-Word frequencies are counted up to the budget (a bounded-cost test) and cached; `learn_counts`
-(run by the index's warm-up thread) counts every term of the index in one pass, and a query
-word is then counted by its stem, found by the same tokenizer in memory (1M sentences, CPU p50
-of the leg: 2.8 ms cold, 1.5 ms learned, measured before stemming). The stem matters: the
-index holds "nothing" as the stem of "nothingness" (a few rows) while the word "nothing" is
-searched as "noth" (thousands), so counts keyed by the word itself would plan warm and cold
-queries differently.
+An index built with BM25 files (qtsearch.index.bm25: an inverted file of numpy arrays) is
+searched there: the OR of every query word that is not an English stop-word, every matching
+row scored, ranked as BM25 by its definition ranks, ~1-5 ms at a million sentences.
+Filters stay exact: the rows a `where` clause matches are looked up and the others dropped
+before the top k are taken. A query of stop-words only ("who is it") and an index built
+before the BM25 files are searched over the FTS5 table as below.
+
+Over FTS5, any text is a valid query: it is cut into words, each word is quoted as an FTS5
+string (so no character is ever query syntax) and the words are OR-ed. FTS5 scores every row
+that matches (~1.7 µs a row on this machine), and "the" alone matches half of all sentences: 118
+ms at 100k rows. So words are taken rarest first while the rows they match stay within a budget
+(600); frequent words (stop-words in any language) drop out when the query has rarer ones, and
+they add little to BM25 anyway (their IDF is near zero). A query of frequent words only is
+searched as all of them AND-ed, and if even that matches too many rows, the first rows are
+scored. Word frequencies are counted up to the budget (a bounded-cost test) and cached;
+`learn_counts` (run by the index's warm-up thread) counts every term of the index in one pass,
+and a query word is then counted by its stem, found by the same tokenizer in memory (1M
+sentences, CPU p50 of the leg: 2.8 ms cold, 1.5 ms learned, measured before stemming). The stem
+matters: the index holds "nothing" as the stem of "nothingness" (a few rows) while the word
+"nothing" is searched as "noth" (thousands), so counts keyed by the word itself would plan warm
+and cold queries differently.
 The table stems with Porter ("danced" finds "dance", "rained" finds "rain"): BM25 alone rose
 from 0.852 to 0.867 mean MRR@10 on the relevance benchmark's paraphrase tasks.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
+from qtsearch.index.bm25 import Bm25Index
 from qtsearch.index.store import FTS_TOKENIZE, MetadataStore, fts_phrase
 
+log = logging.getLogger("qtsearch")
 #: Rows BM25 may score for one query: ~1.6 ms of CPU at 100k sentences here (1,200: 2.2 ms),
 #: under what the semantic leg takes to encode and search beside it. Hybrid MRR@10 was the
 #: same at 600 and 1,200 (STSB-train 0.852 / 0.856, SICK 0.708 / 0.705), lexical alone 0.01
@@ -81,11 +92,20 @@ class Stems:
 
 
 class LexicalSearch:
-    """BM25 search of one store's full-text table, with the word counts it has looked up."""
+    """BM25 search of one index: its BM25 files beside the store where the index has them,
+    else the store's full-text table (with the word counts it has looked up)."""
 
     def __init__(self, store: MetadataStore, budget: int = ROW_BUDGET):
         self.store = store
         self.budget = budget
+        # the index folder's BM25 files; None for an index built before them (FTS5 only)
+        self.bm25 = Bm25Index.open(Path(store.path).parent)
+        if self.bm25 is not None and self.bm25.count != store.count():
+            # rows added by a qtsearch that did not know the files: they would miss them
+            log.warning("%s: its BM25 files cover %d of %d rows; searching the full-text "
+                        "table instead (rebuild the index to get exact BM25 back)",
+                        store.path, self.bm25.count, store.count())
+            self.bm25 = None
         self._rows: dict[str, int] = {}
         self._learned: dict[str, int] = {}  # every term of the index, once learn_counts ran
         self._stems = Stems()
@@ -94,7 +114,11 @@ class LexicalSearch:
     def learn_counts(self, words: Iterable[str] = ()) -> None:
         """Count every word of the index at once (one pass over the full-text index, through
         a connection of its own: it runs in the warm-up thread), and stem `words` ahead of
-        the queries that will use them (a model's 49k words: 0.4 s)."""
+        the queries that will use them (a model's 49k words: 0.4 s). With BM25 files, only
+        their term table is read (FTS5 then serves stop-word-only queries, counted cold)."""
+        if self.bm25 is not None:
+            self.bm25.warm()
+            return
         with MetadataStore.open(self.store.path) as own:
             counts = own.term_counts()
         self._learned = {w: min(n, self.budget + 1) for w, n in counts.items()}
@@ -139,6 +163,11 @@ class LexicalSearch:
     def search(self, text: str, k: int, clause: str = "",
                params: Sequence[Any] = ()) -> list[tuple[int, float]]:
         """(id, BM25) of the best `k` rows for `text`, best first (rows matching `clause`)."""
+        if self.bm25 is not None:
+            terms = self.bm25.query_terms(text)
+            if terms:  # else stop-words only: FTS5 has them, the BM25 files do not
+                allowed = self.store.ids_where(clause, params) if clause else None
+                return self.bm25.top(terms, k, allowed)
         plan = self.plan(text)
         if plan is None:
             return []

@@ -1,0 +1,328 @@
+"""Exact BM25 over an index's rows: an inverted file of numpy arrays in the index folder.
+
+SQLite's FTS5 bm25() scores every row a query matches at ~1.7 µs a row, so an OR of common
+words over a million sentences took tens of milliseconds, and the old lexical leg kept only
+words within a row budget. Here a term's postings are two contiguous arrays (rows, and the
+term-frequency part of BM25 precomputed per posting), memory-mapped; a query multiplies each
+of its terms' slices by the term's idf and adds them into a dense score array: numpy work
+proportional to the postings of the query's terms, no budget, every matching row scored
+(benchmarks/lexical_engines.py and docs/lexical.md compare it with bm25s, tantivy and FTS5).
+
+BM25 as in Lucene: score(q, d) = Σ_t idf(t) · tf·(k1+1) / (tf + k1·(1 − b + b·len(d)/avglen))
+with idf(t) = ln(1 + (N − df + 0.5)/(df + 0.5)), k1 = 1.2, b = 0.75; N counts every row.
+Words are letters and digits, case-folded, diacritics removed, English stop-words dropped
+(qtsearch.index.stopwords) and Snowball-stemmed (PyStemmer), at build and query time alike.
+
+Files, in the folder `bm25/` of the index folder:
+  terms.txt    the terms, one a line: line t is term t
+  indptr.npy   int64 [terms + 1]: term t's postings are [indptr[t], indptr[t+1])
+  rows.npy     int32 [postings]: row ids, ascending within a term
+  tfs.npy      uint16 [postings]: occurrences of the term in the row (kept for `add`)
+  weights.npy  float32 [postings]: tf·(k1+1) / (tf + k1·(1 − b + b·len/avglen))
+  lengths.npy  int32 [rows]: the row's terms (stop-words not counted)
+  info.json    format, rows, k1, b, avglen
+`add` rewrites them all (new rows change avglen and so every weight): ~1 s a million rows
+beyond tokenising the new rows, which are the only ones read again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sqlite3
+import threading
+import unicodedata
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import Stemmer
+
+from qtsearch.errors import IndexError_
+from qtsearch.index.stopwords import STOP_WORDS
+
+FOLDER = "bm25"
+FORMAT = 1
+K1 = 1.2
+B = 0.75
+_WORD = re.compile(r"[^\W_]+")
+#: Rows tokenised at a time: bounds the build's memory to one chunk's token lists.
+CHUNK = 50_000
+_FILES = ("terms.txt", "indptr.npy", "rows.npy", "tfs.npy", "weights.npy", "lengths.npy",
+          "info.json")
+
+
+def _fold(word: str) -> str:
+    """A case-folded word without diacritics ("café" and "cafe" are one term, as in FTS5)."""
+    if word.isascii():
+        return word
+    return "".join(c for c in unicodedata.normalize("NFKD", word)
+                   if not unicodedata.combining(c))
+
+
+class Analyzer:
+    """Text → terms: words, stop-words out, Snowball stems; each distinct word is stemmed once
+    and remembered (a dict lookup a token after that)."""
+
+    def __init__(self) -> None:
+        self._stemmer = Stemmer.Stemmer("english")
+        self._terms: dict[str, str | None] = {}  # word -> term (None: a stop-word)
+        self._lock = threading.Lock()  # a PyStemmer stemmer is not thread-safe
+
+    @staticmethod
+    def words(text: str) -> list[str]:
+        return _WORD.findall(text.casefold())
+
+    def terms_of(self, words: list[str]) -> list[str | None]:
+        """The term of each word, None for a stop-word."""
+        known = self._terms
+        new = [w for w in dict.fromkeys(words) if w not in known]
+        if new:
+            folded = [_fold(w) for w in new]
+            with self._lock:
+                stems = self._stemmer.stemWords(folded)
+            for w, f, s in zip(new, folded, stems, strict=True):
+                known[w] = None if w in STOP_WORDS or f in STOP_WORDS else s
+        return [known[w] for w in words]
+
+    def terms(self, text: str) -> list[str]:
+        """The terms of a text in order, stop-words left out."""
+        return [t for t in self.terms_of(self.words(text)) if t is not None]
+
+
+@dataclass
+class _Postings:
+    """Postings in term order, rows ascending within a term."""
+
+    terms: list[str]
+    indptr: np.ndarray
+    rows: np.ndarray
+    tfs: np.ndarray
+    lengths: np.ndarray
+
+
+def _invert(rows: Iterable[tuple[int, str]], analyzer: Analyzer, vocab: dict[str, int],
+            first_row: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(term ids, rows, tfs) of every (term, row) pair, sorted by term then row, and the
+    lengths of rows `first_row`… (new terms are added to `vocab`). Rows must come in id order
+    without gaps."""
+    term_parts, row_parts, tf_parts, length_parts = [], [], [], []
+    expected = first_row
+    for chunk in _chunks(rows, CHUNK):
+        ids = [i for i, _ in chunk]
+        if ids[0] != expected or ids[-1] != expected + len(ids) - 1:
+            raise IndexError_(f"BM25 index: rows must have consecutive ids from {first_row}")
+        expected += len(ids)
+        words = [Analyzer.words(text) for _, text in chunk]
+        flat = [w for ws in words for w in ws]
+        terms = analyzer.terms_of(flat)
+        for t in terms:
+            if t is not None and t not in vocab:
+                vocab[t] = len(vocab)
+        tids = np.fromiter((-1 if t is None else vocab[t] for t in terms), dtype=np.int64,
+                           count=len(terms))
+        row = np.repeat(np.asarray(ids, dtype=np.int64), [len(ws) for ws in words])
+        keep = tids >= 0
+        tids, row = tids[keep], row[keep]
+        length_parts.append(np.bincount(row - ids[0], minlength=len(ids)).astype(np.int32))
+        keys, counts = np.unique((tids << 32) | row, return_counts=True)
+        term_parts.append(keys >> 32)
+        row_parts.append(keys & 0xFFFFFFFF)
+        tf_parts.append(np.minimum(counts, np.iinfo(np.uint16).max))
+    if not length_parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, np.zeros(0, dtype=np.int32)
+    term_ids = np.concatenate(term_parts)
+    order = np.argsort(term_ids, kind="stable")  # chunks come in row order: rows stay sorted
+    return (term_ids[order], np.concatenate(row_parts)[order], np.concatenate(tf_parts)[order],
+            np.concatenate(length_parts))
+
+
+def _chunks(rows: Iterable[tuple[int, str]], size: int) -> Iterator[list[tuple[int, str]]]:
+    chunk: list[tuple[int, str]] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _write(folder: Path, p: _Postings) -> None:
+    """Write the files into `folder`/bm25 through a temporary folder renamed in place."""
+    n = len(p.lengths)
+    avglen = float(p.lengths.sum()) / n if n else 0.0
+    norm = K1 * (1.0 - B + B * p.lengths.astype(np.float64) / max(avglen, 1e-9))
+    tf = p.tfs.astype(np.float64)
+    weights = (tf * (K1 + 1.0) / (tf + norm[p.rows])).astype(np.float32)
+    out = folder / FOLDER
+    tmp = folder / (FOLDER + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    (tmp / "terms.txt").write_text("".join(t + "\n" for t in p.terms), encoding="utf-8")
+    np.save(tmp / "indptr.npy", p.indptr.astype(np.int64))
+    np.save(tmp / "rows.npy", p.rows.astype(np.int32))
+    np.save(tmp / "tfs.npy", p.tfs.astype(np.uint16))
+    np.save(tmp / "weights.npy", weights)
+    np.save(tmp / "lengths.npy", p.lengths.astype(np.int32))
+    (tmp / "info.json").write_text(json.dumps(
+        {"format": FORMAT, "rows": n, "k1": K1, "b": B, "avglen": avglen,
+         "terms": len(p.terms), "postings": len(p.rows)}), encoding="utf-8")
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+
+
+def _postings(vocab: dict[str, int], term_ids: np.ndarray, rows: np.ndarray, tfs: np.ndarray,
+              lengths: np.ndarray) -> _Postings:
+    counts = np.bincount(term_ids, minlength=len(vocab)) if len(term_ids) else \
+        np.zeros(len(vocab), dtype=np.int64)
+    indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    return _Postings(list(vocab), indptr, rows, tfs, lengths)
+
+
+def build(folder: Path, rows: Iterable[tuple[int, str]]) -> int:
+    """Write the BM25 files of `folder` from all its rows, (id, text) in id order from 0;
+    returns the number of rows."""
+    vocab: dict[str, int] = {}
+    term_ids, row_ids, tfs, lengths = _invert(rows, Analyzer(), vocab, 0)
+    _write(folder, _postings(vocab, term_ids, row_ids, tfs, lengths))
+    return len(lengths)
+
+
+def exists(folder: Path) -> bool:
+    return all((folder / FOLDER / name).is_file() for name in _FILES)
+
+
+def append(folder: Path, rows: Iterable[tuple[int, str]]) -> int:
+    """Add rows (id, text; ids continuing the index's) to `folder`'s BM25 files, keeping every
+    score exact; returns the number of rows added."""
+    old = Bm25Index.open(folder)
+    if old is None:
+        raise IndexError_(f"{folder}: no BM25 files to add to")
+    vocab = {t: i for i, t in enumerate(old.terms)}
+    new_terms, new_rows, new_tfs, new_lengths = _invert(rows, Analyzer(), vocab, old.count)
+    old_terms = np.repeat(np.arange(len(old.terms), dtype=np.int64), np.diff(old.indptr))
+    term_ids = np.concatenate([old_terms, new_terms])
+    order = np.argsort(term_ids, kind="stable")  # old rows come first: rows stay sorted
+    p = _postings(vocab, term_ids[order],
+                  np.concatenate([np.asarray(old.rows, dtype=np.int64), new_rows])[order],
+                  np.concatenate([np.asarray(old.tfs, dtype=np.int64), new_tfs])[order],
+                  np.concatenate([np.asarray(old.lengths), new_lengths]))
+    del old  # its memory maps, before the files under them are replaced
+    _write(folder, p)
+    return len(new_lengths)
+
+
+def _store_rows(db: Path, first_id: int) -> Iterator[tuple[int, str]]:
+    """(id, text) of a metadata store's rows from `first_id` on, in id order, read through a
+    connection of its own (the builder's may be a SQLAlchemy engine mid-transaction)."""
+    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        yield from conn.execute("SELECT id, text FROM sentences WHERE id >= ? ORDER BY id",
+                                (first_id,))
+    finally:
+        conn.close()
+
+
+def write_for(folder: Path, db: Path, first_id: int = 0) -> int:
+    """Bring an index folder's BM25 files up to its metadata store `db`: the rows from
+    `first_id` on are added to files that cover exactly the rows before it, otherwise (no files,
+    files of another size, `first_id` 0) every row is indexed anew. Returns the rows indexed."""
+    if first_id > 0 and exists(folder):
+        old = Bm25Index.open(folder)
+        if old is not None and old.count == first_id:
+            del old
+            return append(folder, _store_rows(db, first_id))
+    return build(folder, _store_rows(db, 0))
+
+
+class Bm25Index:
+    """An index folder's BM25 files, memory-mapped; `top` is safe from many threads."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        info = json.loads((path / "info.json").read_text(encoding="utf-8"))
+        if info.get("format") != FORMAT:
+            raise IndexError_(f"{path}: BM25 files of format {info.get('format')}, this "
+                              f"qtsearch reads {FORMAT}; rebuild the index")
+        self.count = int(info["rows"])
+        self.k1, self.b = float(info["k1"]), float(info["b"])
+        self.indptr = np.load(path / "indptr.npy", mmap_mode="r")
+        self.rows = np.load(path / "rows.npy", mmap_mode="r")
+        self.tfs = np.load(path / "tfs.npy", mmap_mode="r")
+        self.weights = np.load(path / "weights.npy", mmap_mode="r")
+        self.lengths = np.load(path / "lengths.npy", mmap_mode="r")
+        self.analyzer = Analyzer()
+        self._vocab: dict[str, int] | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, folder: Path) -> Bm25Index | None:
+        """The BM25 files of an index folder; None for an index built before them."""
+        return cls(folder / FOLDER) if exists(folder) else None
+
+    @property
+    def terms(self) -> list[str]:
+        return (self.path / "terms.txt").read_text(encoding="utf-8").splitlines()
+
+    @property
+    def vocab(self) -> dict[str, int]:
+        """Term → id, read on first use (0.1 s for 500k terms: not on Index.open's path)."""
+        if self._vocab is None:
+            with self._lock:
+                if self._vocab is None:
+                    self._vocab = {t: i for i, t in enumerate(self.terms)}
+        return self._vocab
+
+    def warm(self) -> None:
+        """Read the term table now (a warm-up thread), not in the first query."""
+        _ = self.vocab
+
+    def idf(self, term_id: int) -> float:
+        df = int(self.indptr[term_id + 1] - self.indptr[term_id])
+        return float(np.log1p((self.count - df + 0.5) / (df + 0.5)))
+
+    def query_terms(self, text: str) -> list[str]:
+        """The distinct terms of a query, stop-words left out."""
+        return list(dict.fromkeys(self.analyzer.terms(text)))
+
+    def top(self, terms: list[str], k: int,
+            allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """(row, BM25) of the best `k` rows for the OR of `terms`, best first, ties by row;
+        every row holding a term is scored. `allowed`: sorted row ids a filter lets through
+        (None: all)."""
+        vocab = self.vocab
+        ids = [vocab[t] for t in terms if t in vocab]
+        if not ids or k < 1:
+            return []
+        spans = [(int(self.indptr[t]), int(self.indptr[t + 1]), self.idf(t)) for t in ids]
+        if len(spans) == 1:
+            s, e, idf = spans[0]
+            cand = np.asarray(self.rows[s:e])
+            vals = np.asarray(self.weights[s:e], dtype=np.float32) * np.float32(idf)
+        else:
+            acc = np.zeros(self.count, dtype=np.float32)
+            for s, e, idf in spans:  # a row occurs once in a term's postings: no lost adds
+                acc[self.rows[s:e]] += self.weights[s:e] * np.float32(idf)
+            cand = np.concatenate([self.rows[s:e] for s, e, _ in spans])
+            vals = acc[cand]
+        if allowed is not None:
+            mask = np.zeros(self.count, dtype=bool)
+            mask[allowed[allowed < self.count]] = True
+            keep = mask[cand]
+            cand, vals = cand[keep], vals[keep]
+        # a row is in `cand` once per term it holds, so the best k rows are among the best
+        # k·terms entries; every entry tied with the last one is kept, so ties break by row
+        m = k * len(spans)
+        if len(vals) > m:
+            threshold = np.partition(vals, len(vals) - m)[len(vals) - m]
+            sel = vals >= threshold
+            cand, vals = cand[sel], vals[sel]
+        cand, first = np.unique(cand, return_index=True)
+        vals = vals[first]
+        order = np.lexsort((cand, -vals))[:k]
+        return [(int(cand[i]), float(vals[i])) for i in order]

@@ -1,0 +1,210 @@
+"""The lexical leg is exact BM25: the same ranking as BM25 computed by its definition in this
+file, after a build, after `add`, under filters, and at Wikipedia scale never empty when a query
+word matches. All on real data: SciFact abstracts and the shared Wikipedia shards."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qtsearch.build.append import add_to_index
+from qtsearch.build.pipeline import IndexConfig, build_index
+from qtsearch.index import bm25
+from qtsearch.index.store import MetadataStore
+from qtsearch.query.lexical import LexicalSearch
+from qtsearch.query.search import Index
+
+K1, B = 1.2, 0.75
+QUESTIONS = ["What is the capital of Australia?", "A war broke out between the two countries.",
+             "who invented the telephone?", "How do vaccines work?",
+             "He won the Nobel Prize in Physics.", "What causes earthquakes?"]
+
+
+class Reference:
+    """BM25 by its definition, over term lists (the same terms the index uses)."""
+
+    def __init__(self, docs: dict[int, list[str]]):
+        self.tfs = {i: Counter(d) for i, d in docs.items()}
+        self.lengths = {i: len(d) for i, d in docs.items()}
+        self.n = len(docs)
+        self.avglen = sum(self.lengths.values()) / self.n
+        self.df = Counter(t for tf in self.tfs.values() for t in tf)
+
+    def top(self, terms: list[str], k: int, allowed: set[int] | None = None
+            ) -> list[tuple[int, float]]:
+        q = [t for t in dict.fromkeys(terms) if t in self.df]
+        idf = {t: math.log(1 + (self.n - self.df[t] + 0.5) / (self.df[t] + 0.5)) for t in q}
+        scores = {}
+        for i, tf in self.tfs.items():
+            if allowed is not None and i not in allowed:
+                continue
+            norm = K1 * (1 - B + B * self.lengths[i] / self.avglen)
+            s = sum(idf[t] * tf[t] * (K1 + 1) / (tf[t] + norm) for t in q if t in tf)
+            if s > 0:
+                scores[i] = s
+        return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def assert_same_ranking(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> None:
+    """Same scores (to float32 precision) and the same rows in the same order, except among
+    rows whose scores are equal to that precision (duplicates), which may come in any order."""
+    assert len(got) == len(want), (got, want)
+    np.testing.assert_allclose([s for _, s in got], [s for _, s in want], rtol=1e-5, atol=1e-6)
+    ws = [s for _, s in want]
+    for j, ((gi, _), (wi, _)) in enumerate(zip(got, want, strict=True)):
+        tied = any(abs(ws[j] - ws[m]) < 1e-4 * max(1.0, ws[j])
+                   for m in (j - 1, j + 1) if 0 <= m < len(ws))
+        if not tied:
+            assert gi == wi, (j, got, want)
+    last = ws[-1] if ws else 0.0
+    above = 1e-4 * max(1.0, last)
+    assert {i for i, s in got if s > last + above} == {i for i, s in want if s > last + above}
+
+
+@pytest.fixture(scope="module")
+def scifact(shared_data: Path) -> tuple[list[str], list[str]]:
+    """SciFact's abstracts (title and text, one line each) and its first 40 train claims."""
+    folder = shared_data / "beir" / "scifact"
+    with gzip.open(folder / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
+        docs = [json.loads(line) for line in f]
+    texts = [" ".join(f"{d['title']} {d['text']}".split()) for d in docs]
+    queries = [json.loads(line)["text"] for line in
+               (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines()[:40]]
+    return texts, queries
+
+
+def test_files_rank_as_bm25_by_its_definition(scifact, tmp_path):
+    texts, queries = scifact
+    bm25.build(tmp_path, enumerate(texts))
+    index = bm25.Bm25Index.open(tmp_path)
+    assert index is not None and index.count == len(texts)
+    analyzer = bm25.Analyzer()
+    ref = Reference({i: analyzer.terms(t) for i, t in enumerate(texts)})
+    for q in [*queries, *QUESTIONS, "glaucoma statin", "zzzunknownword"]:
+        terms = index.query_terms(q)
+        assert_same_ranking(index.top(terms, 10), ref.top(analyzer.terms(q), 10))
+    # a filter: exactly the best allowed rows
+    allowed = np.arange(0, len(texts), 3)
+    for q in queries[:10]:
+        got = index.top(index.query_terms(q), 10, allowed)
+        assert_same_ranking(got, ref.top(analyzer.terms(q), 10, set(allowed.tolist())))
+
+
+def test_appending_gives_the_files_of_one_build(scifact, tmp_path):
+    texts, queries = scifact
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    bm25.build(whole, enumerate(texts))
+    cut = 3000
+    bm25.build(parts, enumerate(texts[:cut]))
+    assert bm25.append(parts, ((cut + i, t) for i, t in enumerate(texts[cut:]))) == \
+        len(texts) - cut
+    a, b = bm25.Bm25Index.open(whole), bm25.Bm25Index.open(parts)
+    assert a is not None and b is not None
+    assert sorted(a.terms) == sorted(b.terms)  # term ids differ: new terms come last
+    for q in queries:
+        terms = a.query_terms(q)
+        assert a.top(terms, 20) == b.top(terms, 20)
+
+
+def test_stop_words_do_not_decide_a_hit():
+    analyzer = bm25.Analyzer()
+    assert analyzer.terms("What is the capital of Australia?") == ["capit", "australia"]
+    assert analyzer.terms("who invented the telephone?") == ["invent", "telephon"]
+    assert analyzer.terms("How do vaccines work?") == ["vaccin", "work"]
+    assert analyzer.terms("He won the Nobel Prize") == ["won", "nobel", "prize"]
+    assert analyzer.terms("Café CAFE café") == ["cafe", "cafe", "cafe"]
+
+
+# -- through build-index, add and Index.search -----------------------------------------------
+
+def store_terms(folder: Path) -> dict[int, list[str]]:
+    analyzer = bm25.Analyzer()
+    conn = sqlite3.connect(folder / "meta.sqlite")
+    try:
+        return {i: analyzer.terms(t) for i, t in conn.execute("SELECT id, text FROM sentences")}
+    finally:
+        conn.close()
+
+
+def lexical(idx: Index, q: str, k: int, where: dict | None = None) -> list[tuple[int, float]]:
+    return [(h.id, h.score) for h in idx.search(q, k, mode="lexical", where=where)[0]]
+
+
+@pytest.fixture(scope="module")
+def scifact_index(scifact, tiny_model, tmp_path_factory) -> Path:
+    texts, _ = scifact
+    root = tmp_path_factory.mktemp("bm25")
+    (root / "first.txt").write_text("\n".join(texts[:1500]) + "\n", encoding="utf-8")
+    out = root / "index"
+    build_index(IndexConfig(corpus=[str(root / "first.txt")], model=str(tiny_model),
+                            out=str(out), index="flat", device="cpu"), progress=False)
+    return out
+
+
+def test_index_search_is_exact_bm25_and_add_keeps_it(scifact, scifact_index, tmp_path):
+    texts, queries = scifact
+    with Index.open(scifact_index) as idx:
+        assert idx.lexical is not None and idx.lexical.bm25 is not None
+        ref = Reference(store_terms(scifact_index))
+        for q in queries[:20]:
+            assert_same_ranking(lexical(idx, q, 10), ref.top(bm25.Analyzer().terms(q), 10))
+    more = tmp_path / "more.txt"
+    more.write_text("\n".join(texts[1500:2300]) + "\n", encoding="utf-8")
+    add_to_index(scifact_index, [str(more)], device="cpu", progress=False)
+    with Index.open(scifact_index) as idx:
+        assert idx.lexical is not None and idx.lexical.bm25 is not None
+        assert idx.lexical.bm25.count == idx.count == 2300
+        ref = Reference(store_terms(scifact_index))
+        for q in queries[:20]:
+            assert_same_ranking(lexical(idx, q, 10), ref.top(bm25.Analyzer().terms(q), 10))
+        # a filter on the added file: the best of its rows only, exactly
+        allowed = {i for i in range(idx.count) if i >= 1500}
+        for q in queries[:10]:
+            got = lexical(idx, q, 10, {"source": "more.txt"})
+            assert_same_ranking(got, ref.top(bm25.Analyzer().terms(q), 10, allowed))
+
+
+def test_an_index_without_the_files_searches_its_full_text_table(scifact_index, tmp_path):
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(scifact_index, old)
+    shutil.rmtree(old / bm25.FOLDER)
+    with Index.open(old) as idx:
+        assert idx.lexical is not None and idx.lexical.bm25 is None
+        hits = idx.search("glaucoma", 5, mode="lexical")[0]
+        assert hits and all("glaucoma" in h.text.lower() for h in hits)
+
+
+def test_stop_word_queries_fall_back_to_the_full_text_table(scifact_index):
+    with MetadataStore.open(scifact_index / "meta.sqlite") as store:
+        search = LexicalSearch(store)
+        assert search.bm25 is not None
+        assert search.search("what is the", 5)  # no content word, yet the words occur
+
+
+# -- Wikipedia: no empty result at 500k+ rows -------------------------------------------------
+
+@pytest.mark.slow
+def test_wikipedia_lexical_answers_every_query_with_a_matching_word(shared_data, tmp_path):
+    out = tmp_path / "wiki"
+    build_index(IndexConfig(corpus=[str(shared_data / "wikipedia")], out=str(out),
+                            index="flat", device="cpu"), progress=False)
+    with Index.open(out) as idx:
+        assert idx.count >= 500_000
+        assert idx.lexical is not None and idx.lexical.bm25 is not None
+        for q in QUESTIONS:
+            hits = idx.search(q, 5, mode="lexical")[0]
+            assert hits, q
+            terms = set(idx.lexical.bm25.query_terms(q))
+            for h in hits:  # every hit holds a content word of the query
+                assert terms & set(bm25.Analyzer().terms(h.text)), (q, h.text)
+        top = idx.search("What is the capital of Australia?", 10, mode="lexical")[0]
+        assert any("canberra" in h.text.lower() for h in top), [h.text for h in top]
