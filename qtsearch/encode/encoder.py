@@ -19,6 +19,7 @@ import numpy as np
 from qtsearch.device import autocast_dtype, check_device, resolve_device
 from qtsearch.errors import ModelError
 from qtsearch.models.files import (
+    PIECES,
     EncoderConfig,
     config_fields,
     fingerprint,
@@ -264,13 +265,16 @@ def load_encoder(
 
     A mean-of-words model on the CPU is encoded in numpy (`MeanEncoder`: the same vectors
     within 1e-6, faster than torch on batches, and torch is never imported); `device` "cpu"
-    decides that without torch, "auto" asks torch whether a GPU is there."""
+    decides that without torch, "auto" asks torch whether a GPU is there. A mean model with a
+    pieces table (an open vocabulary, qtsearch.encode.pieces) is `MeanEncoder` on every
+    device: its composed words are rows that only the numpy table has."""
     if isinstance(path, str) and path in EXTERNAL_ENCODERS:
         return load_external(path, device)
     folder = Path(path) if path is not None else default_model_path()
     check_device(device)
     if config_fields(read_config(folder)).encoder == "mean" and (
-            device == "cpu" or resolve_device(device).type == "cpu"):
+            device == "cpu" or (folder / PIECES).is_file()
+            or resolve_device(device).type == "cpu"):
         from qtsearch.encode.mean import MeanEncoder
 
         return MeanEncoder(folder)

@@ -22,6 +22,7 @@ import numpy as np
 
 from qtsearch.device import Cpu
 from qtsearch.encode.encoder import FolderEncoder, l2_normalize
+from qtsearch.encode.pieces import OpenVocab, Pieces, WordCounts
 from qtsearch.errors import ModelError
 from qtsearch.models.files import weights_path
 from qtsearch.text.negation import CUE, in_scope
@@ -58,6 +59,17 @@ class MeanEncoder(FolderEncoder):
         if self.scope and (self.scope[0].shape != (self.dim,)
                            or self.scope[1].shape != (len(self.vocab),)):
             raise ModelError(f"{self.path}: {NEGATED} or {ROLES} has the wrong shape")
+        #: the open vocabulary (qtsearch.encode.pieces) where the folder has a pieces table:
+        #: a word outside the table gets a row composed from its word pieces
+        self.pieces = Pieces.load(self.path)
+        self.open_vocab: OpenVocab | None = None
+        if self.pieces is not None:
+            if self.pieces.dim != self.dim:
+                raise ModelError(f"{self.path}: its pieces table is {self.pieces.dim}-d, its "
+                                 f"words {self.dim}-d")
+            self.vocab = self.open_vocab = OpenVocab(self.vocab, self.pieces, self.table)
+        #: tokens encoded, and how many of them were composed or left <unk> (a build's report)
+        self.counts = WordCounts()
 
     def encode_ids(
         self,
@@ -69,6 +81,9 @@ class MeanEncoder(FolderEncoder):
         """Mean of each sentence's rows (a sentence has at least one id: <unk> when empty);
         `progress(n)` after each block of sentences."""
         out = np.empty((len(ids), self.dim), dtype=np.float32)
+        # every row so far, composed ones included (taken after the ids were made: it holds
+        # every id they can name)
+        table = self.open_vocab.table.view() if self.open_vocab is not None else self.table
         sparse = len(ids) >= SPARSE_FROM
         step = CHUNK if sparse else max(1, min(BLOCK, batch_size))
         for s in range(0, len(ids), step):
@@ -77,11 +92,12 @@ class MeanEncoder(FolderEncoder):
             flat = np.fromiter(chain.from_iterable(block), dtype=np.int64,
                                count=int(lengths.sum()))
             starts = np.cumsum(lengths) - lengths
+            self.counts.add(flat, len(self.table))
             marks = self._negation_marks(flat, starts) if self.scope else None
             if sparse:
-                out[s : s + step] = self._sparse_mean(flat, lengths, marks)
+                out[s : s + step] = self._sparse_mean(table, flat, lengths, marks)
             else:
-                rows = self.table[flat]
+                rows = table[flat]
                 if marks is not None:
                     scoped, cue = marks
                     rows[scoped] *= self.scope[0]
@@ -97,11 +113,14 @@ class MeanEncoder(FolderEncoder):
         """(tokens to scale: in a negation's scope and not cues themselves, the cues: counted
         as nothing), over concatenated sentences starting at `starts`; a cue inside another's
         scope ("not … no …") is a cue, as in the torch model."""
-        roles = self.scope[1][flat]
+        roles = self.scope[1]
+        # a composed word (an id past the table) is a plain word: never a cue or a scope's end
+        roles = roles[flat] if len(roles) > int(flat.max(initial=0)) else np.where(
+            flat < len(roles), roles[np.minimum(flat, len(roles) - 1)], 0)
         cue = roles == CUE
         return in_scope(roles, starts) & ~cue, cue
 
-    def _sparse_mean(self, flat: np.ndarray, lengths: np.ndarray,
+    def _sparse_mean(self, table: np.ndarray, flat: np.ndarray, lengths: np.ndarray,
                      marks: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
         """Rows of 1/length weights on each sentence's ids (0 on negation cues), times the
         table; the words in a negation's scope once more, times the table and (scale - 1)."""
@@ -109,14 +128,14 @@ class MeanEncoder(FolderEncoder):
 
         indptr = np.concatenate([[0], np.cumsum(lengths)])
         weights = np.repeat((1.0 / lengths).astype(np.float32), lengths)
-        shape = (len(lengths), self.table.shape[0])
+        shape = (len(lengths), table.shape[0])
         if marks is None:
-            return csr_matrix((weights, flat, indptr), shape=shape) @ self.table
+            return csr_matrix((weights, flat, indptr), shape=shape) @ table
         scoped, cue = marks
-        out = csr_matrix((np.where(cue, 0, weights), flat, indptr), shape=shape) @ self.table
+        out = csr_matrix((np.where(cue, 0, weights), flat, indptr), shape=shape) @ table
         if scoped.any():
             rows = csr_matrix((np.where(scoped, weights, 0), flat, indptr), shape=shape)
-            out += (rows @ self.table) * (self.scope[0] - 1)
+            out += (rows @ table) * (self.scope[0] - 1)
         return out
 
 

@@ -24,6 +24,8 @@ CONFIG, VOCAB, WEIGHTS, METRICS = (
     "weights.safetensors",
     "metrics.jsonl",
 )
+#: A mean model's open vocabulary (qtsearch.encode.pieces), where it has one.
+PIECES = "pieces.safetensors"
 
 
 @dataclasses.dataclass
@@ -93,9 +95,14 @@ def weights_path(folder: Path) -> Path:
 
 
 def fingerprint(folder: Path) -> str:
-    """A short hash of what determines the vectors: architecture, vocabulary and weights."""
+    """A short hash of what determines the vectors: architecture, vocabulary and weights, and
+    the pieces table where there is one (it changes the vectors of texts with words outside
+    the vocabulary; a folder without one hashes as it always did)."""
     h = hashlib.sha256()
-    for path in (Path(folder) / VOCAB, weights_path(folder)):
+    paths = [Path(folder) / VOCAB, weights_path(folder)]
+    if (Path(folder) / PIECES).is_file():
+        paths.append(Path(folder) / PIECES)
+    for path in paths:
         with open(path, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)

@@ -3,7 +3,9 @@
 A model knows a fixed vocabulary; a French or Russian query to an English model is mostly
 unknown words, and its vector is noise that still ranks sentences with confident scores. Such
 a query is flagged rather than silently answered: hybrid search drops its semantic leg (the
-lexical leg matches any words), semantic search says its results are unreliable.
+lexical leg matches any words), semantic search says its results are unreliable. A model
+with an open vocabulary (qtsearch.encode.pieces) knows every word it can cut into pieces it
+has vectors for: its queries keep their semantic leg, and a note names the composed words.
 """
 
 from __future__ import annotations
@@ -32,6 +34,28 @@ def vocabulary(encoder: object) -> list[str]:
     """The words of a model with a vocabulary of its own (none for MiniLM's word pieces)."""
     vocab = getattr(encoder, "vocab", None)
     return list(getattr(vocab, "words", ()))
+
+
+def composed_words(encoder: object, text: str) -> list[str]:
+    """The words of `text` outside the model's table that it composes from word pieces (a
+    mean model with an open vocabulary, qtsearch.encode.pieces; none for any other)."""
+    is_composed = getattr(getattr(encoder, "vocab", None), "is_composed", None)
+    if is_composed is None:
+        return []
+    return [t for t in tokenize(text) if any(c.isalnum() for c in t) and is_composed(t)]
+
+
+def composed_note(encoder: object, text: str, mode: str) -> str | None:
+    """The line for a query that leans on composed words: their vectors are approximations
+    (a held-out known word's composed row is at cosine ~0.6 to its trained one), so a reader
+    knows why a semantic hit may miss. None in lexical mode, which reads words as typed."""
+    composed = composed_words(encoder, text) if mode != "lexical" else []
+    if not composed:
+        return None
+    words = [t for t in tokenize(text) if any(c.isalnum() for c in t)]
+    shown = ", ".join(composed[:5]) + (", …" if len(composed) > 5 else "")
+    return (f"{len(composed)} of the {len(words)} words of {text!r} are not in the model's "
+            f"vocabulary; their vectors are composed from word pieces ({shown})")
 
 
 def note_for(text: str, unknown: list[str], mode: str) -> str | None:
