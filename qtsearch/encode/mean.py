@@ -22,7 +22,8 @@ import numpy as np
 
 from qtsearch.device import Cpu
 from qtsearch.encode.encoder import FolderEncoder, l2_normalize
-from qtsearch.encode.pieces import OpenVocab, Pieces, WordCounts
+from qtsearch.encode.open_vocab import OpenVocab, WordCounts
+from qtsearch.encode.pieces import Pieces
 from qtsearch.errors import ModelError
 from qtsearch.models.files import weights_path
 from qtsearch.text.negation import CUE, in_scope

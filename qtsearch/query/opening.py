@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from qtsearch.encode.corpus_words import with_corpus_words
 from qtsearch.encode.encoder import EXTERNAL_ENCODERS, FolderEncoder, load_encoder
 from qtsearch.errors import IndexError_, ModelError
 from qtsearch.index.backend import VectorBackend
@@ -37,7 +38,7 @@ def model_for(folder: Path, manifest: dict[str, Any],
             f"{folder} was built with model {info.get('name', '?')} (fingerprint {expected}) "
             f"but {encoder.path} has fingerprint {encoder.fingerprint}: its vectors do not "
             "match this index; use the same model or rebuild the index")
-    return encoder
+    return with_corpus_words(encoder, folder)  # the rows its build gave its corpus's words
 
 
 def check_dims(folder: Path, manifest: dict[str, Any], encoder: FolderEncoder,
