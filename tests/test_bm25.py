@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import shutil
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -171,9 +172,9 @@ def test_index_search_is_exact_bm25_and_add_keeps_it(scifact, scifact_index, tmp
             assert_same_ranking(got, ref.top(bm25.Analyzer().terms(q), 10, allowed))
 
 
-def test_an_index_without_the_files_searches_its_full_text_table(scifact_index, tmp_path):
-    import shutil
-
+def test_an_index_without_the_files_searches_its_full_text_table(scifact, scifact_index,
+                                                                  tmp_path):
+    texts, queries = scifact
     old = tmp_path / "old"
     shutil.copytree(scifact_index, old)
     shutil.rmtree(old / bm25.FOLDER)
@@ -181,6 +182,16 @@ def test_an_index_without_the_files_searches_its_full_text_table(scifact_index, 
         assert idx.lexical is not None and idx.lexical.bm25 is None
         hits = idx.search("glaucoma", 5, mode="lexical")[0]
         assert hits and all("glaucoma" in h.text.lower() for h in hits)
+    # `add` gives such an index the files, over all its rows
+    more = tmp_path / "later.txt"
+    more.write_text("\n".join(texts[4000:4100]) + "\n", encoding="utf-8")
+    add_to_index(old, [str(more)], device="cpu", progress=False)
+    with Index.open(old) as idx:
+        assert idx.lexical is not None and idx.lexical.bm25 is not None
+        assert idx.lexical.bm25.count == idx.count
+        ref = Reference(store_terms(old))
+        for q in queries[:5]:
+            assert_same_ranking(lexical(idx, q, 10), ref.top(bm25.Analyzer().terms(q), 10))
 
 
 def test_stop_word_queries_fall_back_to_the_full_text_table(scifact_index):

@@ -27,6 +27,7 @@ beyond tokenising the new rows, which are the only ones read again.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shutil
@@ -50,6 +51,9 @@ B = 0.75
 _WORD = re.compile(r"[^\W_]+")
 #: Rows tokenised at a time: bounds the build's memory to one chunk's token lists.
 CHUNK = 50_000
+#: Distinct words whose terms a query-time analyzer remembers (a build's remembers them all).
+CACHE_WORDS = 2_000_000
+_UNSEEN = ""  # no word is empty
 _FILES = ("terms.txt", "indptr.npy", "rows.npy", "tfs.npy", "weights.npy", "lengths.npy",
           "info.json")
 
@@ -78,14 +82,23 @@ class Analyzer:
     def terms_of(self, words: list[str]) -> list[str | None]:
         """The term of each word, None for a stop-word."""
         known = self._terms
-        new = [w for w in dict.fromkeys(words) if w not in known]
+        found: dict[str, str | None] = {}
+        new = []
+        for w in dict.fromkeys(words):
+            t = known.get(w, _UNSEEN)
+            if t is _UNSEEN:
+                new.append(w)
+            else:
+                found[w] = t
         if new:
             folded = [_fold(w) for w in new]
             with self._lock:
                 stems = self._stemmer.stemWords(folded)
+                if len(known) + len(new) > CACHE_WORDS:
+                    known.clear()  # a long-running server meets ever new words
             for w, f, s in zip(new, folded, stems, strict=True):
-                known[w] = None if w in STOP_WORDS or f in STOP_WORDS else s
-        return [known[w] for w in words]
+                found[w] = known[w] = None if w in STOP_WORDS or f in STOP_WORDS else s
+        return [found[w] for w in words]
 
     def terms(self, text: str) -> list[str]:
         """The terms of a text in order, stop-words left out."""
@@ -110,19 +123,21 @@ def _invert(rows: Iterable[tuple[int, str]], analyzer: Analyzer, vocab: dict[str
     without gaps."""
     term_parts, row_parts, tf_parts, length_parts = [], [], [], []
     expected = first_row
+    # word -> term id (-1: a stop-word); the per-token work stays in C (findall, map, set
+    # difference): Python loops over the tokens made the build 3x slower
+    word_ids: dict[str, int] = {}
+    findall = _WORD.findall
     for chunk in _chunks(rows, CHUNK):
         ids = [i for i, _ in chunk]
         if ids[0] != expected or ids[-1] != expected + len(ids) - 1:
             raise IndexError_(f"BM25 index: rows must have consecutive ids from {first_row}")
         expected += len(ids)
-        words = [Analyzer.words(text) for _, text in chunk]
-        flat = [w for ws in words for w in ws]
-        terms = analyzer.terms_of(flat)
-        for t in terms:
-            if t is not None and t not in vocab:
-                vocab[t] = len(vocab)
-        tids = np.fromiter((-1 if t is None else vocab[t] for t in terms), dtype=np.int64,
-                           count=len(terms))
+        words = [findall(text.casefold()) for _, text in chunk]
+        flat = list(itertools.chain.from_iterable(words))
+        new = sorted(set(flat).difference(word_ids))  # sorted: the same files every build
+        for w, t in zip(new, analyzer.terms_of(new), strict=True):
+            word_ids[w] = -1 if t is None else vocab.setdefault(t, len(vocab))
+        tids = np.fromiter(map(word_ids.__getitem__, flat), dtype=np.int64, count=len(flat))
         row = np.repeat(np.asarray(ids, dtype=np.int64), [len(ws) for ws in words])
         keep = tids >= 0
         tids, row = tids[keep], row[keep]
