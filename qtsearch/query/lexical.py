@@ -114,11 +114,10 @@ class LexicalSearch:
     def learn_counts(self, words: Iterable[str] = ()) -> None:
         """Count every word of the index at once (one pass over the full-text index, through
         a connection of its own: it runs in the warm-up thread), and stem `words` ahead of
-        the queries that will use them (a model's 49k words: 0.4 s). With BM25 files, only
-        their term table is read (FTS5 then serves stop-word-only queries, counted cold)."""
+        the queries that will use them (a model's 49k words: 0.4 s). With BM25 files, their
+        term table is read too (FTS5 then serves only stop-word-only queries)."""
         if self.bm25 is not None:
             self.bm25.warm()
-            return
         with MetadataStore.open(self.store.path) as own:
             counts = own.term_counts()
         self._learned = {w: min(n, self.budget + 1) for w, n in counts.items()}
