@@ -33,7 +33,7 @@ from qtsearch.query.hits import Hit, Record, Results
 from qtsearch.query.lexical import LexicalSearch
 from qtsearch.query.opening import check_dims, model_for, read_through
 from qtsearch.query.rerank import Reranker
-from qtsearch.query.words import note_for, unknown_words, vocabulary
+from qtsearch.query.words import composed_note, note_for, unknown_words, vocabulary
 from qtsearch.text.tokenizer import tokenize
 
 log = logging.getLogger("qtsearch")
@@ -242,7 +242,9 @@ class Index:
             else:
                 ranked.append(self._fuse(semantic[row], lex[row], fetch,
                                          vectors[vector_rows.index(row)]))
-        return self._hits(ranked, k, notes)
+        # a query leaning on composed words keeps its semantic leg; its note says so
+        return self._hits(ranked, k, [n or composed_note(self.encoder, t, mode)
+                                      for n, t in zip(notes, texts, strict=True)])
 
     def _lexical_legs(self, texts: list[str], fetch: int, flt: Filter,
                       mode: str) -> Callable[[], list[Leg]]:

