@@ -2,7 +2,7 @@
 
 Exit codes (documented in the README): 1 unexpected failure, 2 bad option or usage,
 3 bad input data, 4 bad or missing model, 5 bad or missing index, 6 cannot write output,
-130 interrupted.
+7 busy (another writer holds the index: try again later, or pass --wait), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -32,6 +32,13 @@ class IndexError_(QTSearchError):
 
 class OutputError(QTSearchError):
     code = 6
+
+
+class BusyError(QTSearchError):
+    """Another process is writing this index (qtsearch.index.lock): nothing was changed, and
+    the same command succeeds once that writer is done."""
+
+    code = 7
 
 
 class Interrupted(QTSearchError):

@@ -6,18 +6,18 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from qtsearch.build.folders import file_checksum, swap_in
 from qtsearch.build.progress import Progress
-from qtsearch.encode.corpus_words import with_corpus_words
 from qtsearch.encode.encoder import load_encoder
 from qtsearch.errors import IndexError_, Interrupted, ModelError
 from qtsearch.index import bm25
 from qtsearch.index.faiss_backend import FaissBuilder
+from qtsearch.index.lock import writer_lock
 from qtsearch.index.manifest import (
     INDEX_FILE,
     META_FILE,
@@ -44,6 +44,7 @@ class AddResult:
     added: int
     count: int
     seconds: float
+    skipped: list[str] = field(default_factory=list)  # one note per file skipped as a duplicate
 
 
 def split_option(manifest: dict[str, Any], split_sentences: bool | None) -> tuple[bool, str]:
@@ -63,7 +64,40 @@ def split_option(manifest: dict[str, Any], split_sentences: bool | None) -> tupl
 def add_to_index(index_dir: str | os.PathLike, corpus: list[str],
                  split_sentences: bool | None = None, device: str = "auto",
                  batch_size: int = 512, chunk: int = 50_000, progress: bool = True,
-                 console: Any = None, input_format: str = "auto") -> AddResult:
+                 console: Any = None, input_format: str = "auto", wait: float | None = 0.0,
+                 allow_duplicates: bool = False,
+                 on_note: Callable[[str], None] | None = None) -> AddResult:
+    """Append the sentences of `corpus` to an existing index (see `_add`), holding the index's
+    writer lock (qtsearch.index.lock; `wait` as its `wait`, `on_note` told whom it waits for)
+    so that no other build or add of the folder runs meanwhile.
+
+    A file whose sha256 the manifest already records (added or indexed before), or that is
+    given twice, is skipped with a note in `AddResult.skipped` unless `allow_duplicates`."""
+    folder = Path(index_dir)
+    read_manifest(folder)  # a missing or broken index fails here, before any lock file
+    with writer_lock(folder, wait=wait, on_wait=on_note):
+        return _add(folder, corpus, split_sentences, device, batch_size, chunk, progress,
+                    console, input_format, allow_duplicates)
+
+
+def duplicates(manifest: dict[str, Any], sums: list[dict[str, Any]]) -> dict[int, str]:
+    """Which of the files `sums` (file_checksum's) are already in the index or repeat an
+    earlier one: {position: the note that says so}."""
+    known = {c.get("sha256"): c.get("path") for c in manifest.get("corpus", [])}
+    notes: dict[int, str] = {}
+    for i, c in enumerate(sums):
+        if c["sha256"] in known:
+            notes[i] = (f"add: {c['path']} skipped: the index already holds this file "
+                        f"(sha256 {c['sha256'][:12]}…, as {known[c['sha256']]}); "
+                        "--allow-duplicates adds it again")
+        else:
+            known[c["sha256"]] = c["path"]
+    return notes
+
+
+def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: str,
+         batch_size: int, chunk: int, progress: bool, console: Any, input_format: str,
+         allow_duplicates: bool) -> AddResult:
     """Append the sentences of `corpus` to an existing index with the index's own model.
 
     `split_sentences` None: as the index was built (its manifest); `input_format` as in
@@ -73,18 +107,23 @@ def add_to_index(index_dir: str | os.PathLike, corpus: list[str],
     the index only when complete.
     """
     t0 = time.perf_counter()
-    folder = Path(index_dir)
     manifest = read_manifest(folder)
     split_sentences, _ = split_option(manifest, split_sentences)
     check_format(input_format)
     files = list_files(corpus)
+    sums = [file_checksum(f) for f in files]
+    skipped = {} if allow_duplicates else duplicates(manifest, sums)
+    files = [f for i, f in enumerate(files) if i not in skipped]
+    sums = [c for i, c in enumerate(sums) if i not in skipped]
+    if not files:  # nothing new: the index stays as it is, not even copied
+        return AddResult(folder, 0, int(manifest["count"]), time.perf_counter() - t0,
+                         list(skipped.values()))
     model_path = manifest["model"]["path"]
     encoder = load_encoder(model_path, device=device)
     if encoder.fingerprint != manifest["model"]["fingerprint"]:
         raise ModelError(f"{model_path}: the model changed since this index was built "
                          f"(fingerprint {encoder.fingerprint} != "
                          f"{manifest['model']['fingerprint']}); rebuild the index")
-    encoder = with_corpus_words(encoder, folder)  # as the build and the queries encode
     transform = VectorTransform.load(folder)  # the index holds vectors fitted at build time
     work = folder.with_name(folder.name + ".adding")
     if work.exists():
@@ -118,7 +157,7 @@ def add_to_index(index_dir: str | os.PathLike, corpus: list[str],
         index.write(work / INDEX_FILE)
         added = {"count": n - start, "seconds": round(time.perf_counter() - t0, 3), "at": now()}
         write_manifest(work, compose_manifest(
-            manifest, count=n, corpus=manifest["corpus"] + [file_checksum(f) for f in files],
+            manifest, count=n, corpus=manifest["corpus"] + sums,
             added=[*manifest.get("added", []), added], fts=True))
     except BaseException as e:
         shutil.rmtree(work, ignore_errors=True)
@@ -126,7 +165,7 @@ def add_to_index(index_dir: str | os.PathLike, corpus: list[str],
             raise Interrupted(f"interrupted; {folder} is unchanged") from None
         raise
     swap_in(work, folder)
-    return AddResult(folder, n - start, n, time.perf_counter() - t0)
+    return AddResult(folder, n - start, n, time.perf_counter() - t0, list(skipped.values()))
 
 
 def fill_fts(store: MetadataStore, first_id: int) -> int:

@@ -4,13 +4,14 @@ disk, the atomic swap of a finished folder into place, and what `info` and `serv
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
+from qtsearch.index.lock import swap_in
 from qtsearch.index.manifest import META_FILE, read_manifest
 from qtsearch.index.store import MetadataStore
+
+__all__ = ["file_checksum", "folder_bytes", "index_info", "swap_in"]  # swap_in: index.lock
 
 
 def file_checksum(path: Path) -> dict[str, Any]:
@@ -34,19 +35,3 @@ def index_info(path: Path) -> dict[str, Any]:
     return {"kind": "index", "path": str(path), **manifest,
             "transform": manifest.get("transform") or "none (the encoder's own vectors)",
             "full_text": full_text, "bytes_on_disk": folder_bytes(Path(path))}
-
-
-def swap_in(new: Path, out: Path) -> None:
-    """Put the finished folder `new` at `out` with renames only: a reader sees the old index
-    or the new one, never a mix; the old one is deleted only after the new one is in place."""
-    if not out.exists():
-        os.replace(new, out)
-        return
-    old = out.with_name(f"{out.name}.old-{os.getpid()}")
-    os.replace(out, old)
-    try:
-        os.replace(new, out)
-    except OSError:
-        os.replace(old, out)
-        raise
-    shutil.rmtree(old)

@@ -15,6 +15,7 @@ is complete. Appending (`build.append`) and derived builds (`build.derive`) swap
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -35,10 +36,10 @@ from qtsearch.build.progress import Progress
 from qtsearch.build.state import SHARDS, STATE_FILE, BuildState
 from qtsearch.build.tokens import shard_inputs
 from qtsearch.config import save_config
-from qtsearch.encode.corpus_words import prepare_corpus_words, refines
 from qtsearch.encode.encoder import Encoder, FolderEncoder, load_encoder
 from qtsearch.errors import IndexError_, InputError, Interrupted, OutputError, UsageError
 from qtsearch.index import bm25
+from qtsearch.index.lock import writer_lock
 from qtsearch.index.manifest import (
     CONFIG_FILE,
     INDEX_FILE,
@@ -111,8 +112,6 @@ class BuildResult:
     manifest: dict[str, Any]
     resumed: list[str] = field(default_factory=list)  # what a rerun could skip
     bytes_on_disk: int = 0
-    #: a mean model's words this run embedded: tokens, composed (from word pieces), unknown
-    words: dict[str, int] | None = None
 
 
 def total_seconds(stages: dict[str, float], parallel: bool | None = None) -> float:
@@ -142,6 +141,9 @@ def model_spec(encoder: AnyEncoder) -> str:
 class Builder:
     """One build of one index folder; `run()` does (or resumes) every stage."""
 
+    #: How long `run` waits for another writer of the folder (qtsearch.index.lock).
+    wait: float | None = 0.0
+
     def __init__(self, config: IndexConfig, progress: bool = True, console: Any = None):
         if config.shard_size < 1 or config.batch_size < 1:
             raise UsageError("--shard-size and --batch-size must be at least 1")
@@ -157,7 +159,6 @@ class Builder:
         self.state = BuildState(self.partial)
         self.fit = canonical_fit(config.fit)
         self.transform: VectorTransform | None = None
-        self.words: dict[str, int] | None = None  # BuildResult.words
 
     # -- checks before any work ------------------------------------------------------------
     def _check_output(self) -> None:
@@ -242,12 +243,6 @@ class Builder:
             return shard_files.read_texts(shard_files.rows_path(self.shards, shard))
 
         todo = [i for i in range(shards) if i not in done]
-        if refines(encoder):  # words it composes move towards their passages: a first pass
-            with self.progress.stage("words", count, "sentences") as advance:
-                prepare_corpus_words(encoder, self.partial, map(texts, range(shards)), advance)
-        words = getattr(encoder, "counts", None)  # a mean model's: tokens composed, unknown
-        if words is not None:
-            words.reset()
         with self.progress.stage("embed", count, "sentences") as advance, shard_inputs(
                 texts, todo, count - already, encoder if fast else None) as inputs:
             advance(already)
@@ -260,9 +255,6 @@ class Builder:
                 self.state.timed("embed", t0)
                 t0 = time.perf_counter()
         self.state.timed("embed", t0)
-        if words is not None and words.tokens:
-            self.words = words.summary()
-            self.progress.note(words.line())
 
     def _vectors(self) -> Iterator[np.ndarray]:
         """The encoder's vectors, shard by shard (memory-mapped)."""
@@ -373,6 +365,21 @@ class Builder:
 
     # -- the whole build -------------------------------------------------------------------
     def run(self) -> BuildResult:
+        """Build under the index's writer lock (qtsearch.index.lock; `self.wait` as its
+        `wait`), so a second build or add of the same folder waits or is refused."""
+        made = not self.out.parent.exists()
+        self.out.parent.mkdir(parents=True, exist_ok=True)  # the lock file lives there
+        try:
+            with writer_lock(self.out, wait=self.wait,
+                             on_wait=lambda line: self.progress.note(line, warn=True)):
+                return self._run()
+        except BaseException:
+            if made:  # leave no empty folder behind a failed first build
+                with contextlib.suppress(OSError):
+                    self.out.parent.rmdir()
+            raise
+
+    def _run(self) -> BuildResult:
         c = self.config
         self._check_output()
         files = list_files(c.corpus)
@@ -399,9 +406,13 @@ class Builder:
         shutil.rmtree(self.shards, ignore_errors=True)  # also when a kill interrupted this
         swap_in(self.partial, self.out)
         (self.out / STATE_FILE).unlink()  # after the rename, so a kill before it can resume
-        return BuildResult(self.out, manifest, resumed, folder_bytes(self.out), self.words)
+        return BuildResult(self.out, manifest, resumed, folder_bytes(self.out))
 
 
-def build_index(config: IndexConfig, progress: bool = True, console: Any = None) -> BuildResult:
-    """Build (or resume building) the index described by `config`."""
-    return Builder(config, progress, console).run()
+def build_index(config: IndexConfig, progress: bool = True, console: Any = None,
+                wait: float | None = 0.0) -> BuildResult:
+    """Build (or resume building) the index described by `config`; `wait`: how long to wait
+    for another writer of the same folder (0: refuse at once, None: as long as it takes)."""
+    builder = Builder(config, progress, console)
+    builder.wait = wait
+    return builder.run()

@@ -250,7 +250,8 @@ class RayBuilder(Builder):
 
 
 def build_on(engine: str, config: IndexConfig, options: RayOptions | None = None,
-             progress: bool = True, console: Any = None) -> BuildResult:
+             progress: bool = True, console: Any = None,
+             wait: float | None = 0.0) -> BuildResult:
     """Build (or resume building) the index described by `config` here (`local`, options
     left unset) or on a Ray cluster (`ray`)."""
     options = options or RayOptions()
@@ -259,5 +260,7 @@ def build_on(engine: str, config: IndexConfig, options: RayOptions | None = None
     if engine == "local":
         if options != RayOptions():
             raise UsageError("--address, --workers and --gpus-per-worker go with --engine ray")
-        return build_index(config, progress, console)
-    return RayBuilder(config, options, progress, console).run()
+        return build_index(config, progress, console, wait)
+    builder = RayBuilder(config, options, progress, console)
+    builder.wait = wait  # for another writer of the folder (qtsearch.index.lock)
+    return builder.run()

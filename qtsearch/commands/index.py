@@ -112,6 +112,9 @@ def build_index_cmd(
         "--gpus-per-worker GPUs)."),
     gpus_per_worker: float = typer.Option(
         0.0, "--gpus-per-worker", help="With --engine ray: GPUs each worker holds (0: CPU)."),
+    wait: bool = typer.Option(
+        False, "--wait", help="When another build or add is writing this index, wait for it "
+        "(default: exit 7 at once, naming it)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
     from qtsearch.build.pipeline import IndexConfig
@@ -123,7 +126,7 @@ def build_index_cmd(
         device=device, precision=precision, parquet=parquet, shard_size=shard_size,
         batch_size=batch_size, overwrite=overwrite, fit=fit, input_format=input_format)
     result = build_on(engine, config, RayOptions(address, workers, gpus_per_worker),
-                      progress=not quiet, console=err)
+                      progress=not quiet, console=err, wait=None if wait else 0.0)
     if not quiet:
         out.print(summary_table(result.manifest, result.bytes_on_disk, bool(result.resumed)))
     out.print(f"index of {result.manifest['count']:,} sentences → {result.path}")
@@ -139,6 +142,12 @@ def add_cmd(
     device: str = typer.Option("auto", help="auto | cpu | cuda, for embedding."),
     batch_size: int = typer.Option(512, help="Sentences per embedding batch."),
     input_format: str = FORMAT_OPT,
+    allow_duplicates: bool = typer.Option(
+        False, "--allow-duplicates", help="Add a file even when the index already holds it "
+        "(same sha256; by default it is skipped with a note)."),
+    wait: bool = typer.Option(
+        False, "--wait", help="When another build or add is writing this index, wait for it "
+        "(default: exit 7 at once, naming it)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
     """Append sentences to an existing index, embedded with the index's own model.
@@ -149,9 +158,13 @@ def add_cmd(
     split_sentences, how = split_option(read_manifest(index), split_sentences)
     result = add_to_index(index, [str(p) for p in corpus], split_sentences=split_sentences,
                           device=device, batch_size=batch_size, progress=not quiet,
-                          console=err, input_format=input_format)
+                          console=err, input_format=input_format,
+                          wait=None if wait else 0.0, allow_duplicates=allow_duplicates,
+                          on_note=lambda line: err.print(line, highlight=False, soft_wrap=True))
     # after the work, so that a failing add still ends in exactly one error line
     err.print(how, highlight=False, soft_wrap=True)  # one line, however narrow the terminal
+    for note in result.skipped:
+        err.print(note, highlight=False, soft_wrap=True)
     out.print(f"added {result.added:,} sentences in {result.seconds:,.1f} s → {result.path} "
               f"now holds {result.count:,}")
 

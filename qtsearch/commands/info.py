@@ -134,6 +134,10 @@ def info(
 
     if path.is_file():
         raise ModelError(f"{path}: is a file, not a model folder or an index folder")
+    if not path.exists():
+        from qtsearch.index.lock import restore_if_missing
+
+        restore_if_missing(path)  # an index whose writer was killed mid-swap comes back
     if (path / "manifest.json").is_file():  # an index folder
         data = index_info(path)
         rows = index_rows(data)

@@ -29,7 +29,11 @@ def read_manifest(index_dir: str | Path) -> dict[str, Any]:
     """The manifest of an index folder; IndexError_ (one clear line) when missing or corrupt."""
     folder = Path(index_dir)
     if not folder.exists():
-        raise IndexError_(f"{folder}: no such index folder")
+        from qtsearch.index.lock import restore_if_missing
+
+        # a writer killed mid-swap left the old index beside the path: put it back
+        if not restore_if_missing(folder):
+            raise IndexError_(f"{folder}: no such index folder")
     if not folder.is_dir():
         raise IndexError_(f"{folder}: not an index folder (it is a file)")
     path = folder / MANIFEST

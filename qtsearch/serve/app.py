@@ -42,6 +42,8 @@ from qtsearch.serve.limits import BodyLimit, HTTPError, Limits, error_body, stat
 from qtsearch.serve.served import ServedIndex
 
 STATIC = Path(__file__).resolve().parent / "static"
+#: Seconds a 503 (busy) answer asks the client to wait before trying again.
+RETRY_AFTER = "5"
 #: How `qtsearch serve --workers N` hands its settings to the worker processes.
 CONFIG_ENV = "QTSEARCH_SERVE_CONFIG"
 
@@ -110,6 +112,8 @@ class AddBody(BaseModel):
     split_sentences: bool | None = None
     format: str = Field("auto", description="auto | text | wikiextractor, as `qtsearch add "
                                             "--format`.")
+    allow_duplicates: bool = Field(False, description="Add the text even when the index "
+                                                      "already holds the same text (sha256).")
 
 
 def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAPIOffline:
@@ -228,7 +232,7 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         """Append text to the index as `qtsearch add` does (on a copy swapped in whole):
         needs `Authorization: Bearer TOKEN`, the token in the server's --token-file."""
         return JSONResponse(served.add(body.text, body.source, body.split_sentences,
-                                       body.format))
+                                       body.format, body.allow_duplicates))
 
     return app
 
@@ -277,7 +281,9 @@ def _errors(app: FastAPIOffline) -> None:
 
     @app.exception_handler(QTSearchError)
     async def qtsearch_error(_: Request, e: QTSearchError) -> Any:
-        return _json_error(status_of(e), str(e))
+        status = status_of(e)
+        return _json_error(status, str(e), {"Retry-After": RETRY_AFTER} if status == 503
+                           else None)
 
     @app.exception_handler(HTTPError)
     async def http_error(_: Request, e: HTTPError) -> Any:

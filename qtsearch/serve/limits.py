@@ -3,8 +3,9 @@
 Every error is `{"error": MESSAGE}` with the message the CLI prints after `qtsearch: error:`
 and a status that says whose fault it is: 400 a bad request (query, option, filter), 401 no
 token, 403 a wrong token or adding disabled, 404 an unknown sentence id or endpoint, 409 a
-request this index cannot serve (e.g. lexical search without a full-text table), 413 a request
-too large, 500 the server's own failure.
+request this index cannot serve (e.g. lexical search without a full-text table, /add on an
+index the server cannot write), 413 a request too large, 500 the server's own failure, 503
+busy (another writer holds the index, or too many requests at once), with Retry-After.
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from qtsearch.errors import IndexError_, InputError, Interrupted, QTSearchError, UsageError
+from qtsearch.errors import (
+    BusyError,
+    IndexError_,
+    InputError,
+    Interrupted,
+    OutputError,
+    QTSearchError,
+    UsageError,
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -47,9 +56,9 @@ def status_of(error: QTSearchError) -> int:
     """The HTTP status of a qtsearch error raised while answering a request."""
     if isinstance(error, UsageError | InputError):
         return 400
-    if isinstance(error, IndexError_):
+    if isinstance(error, IndexError_ | OutputError):  # e.g. /add on a read-only index
         return 409
-    if isinstance(error, Interrupted):
+    if isinstance(error, Interrupted | BusyError):  # BusyError: another writer; retry later
         return 503
     return 500
 

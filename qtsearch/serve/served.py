@@ -8,13 +8,13 @@ tells whether the folder changed since that index was opened, and a changed fold
 as a new `Index` (with the same encoder, loaded once) that later requests get; the old one is
 closed when its last request ends. So a query during an `add` is answered from the index as it
 was, and no request ever sees half of one. Adds are serialised: within the process by a lock,
-across worker processes by an advisory lock on the folder that holds the index.
+across processes (worker processes, `qtsearch add` beside the server) by the index's writer
+lock (qtsearch.index.lock).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import re
@@ -36,6 +36,8 @@ log = logging.getLogger("qtsearch")
 _SOURCE = re.compile(r"[\w.-]{1,100}")
 
 Stamp = tuple[int, int, int, int]
+#: How long POST /add waits for another writer of the index before answering 503.
+ADD_WAIT_SECONDS = 30.0
 
 
 def _stamp(folder: Path) -> Stamp | None:
@@ -116,7 +118,7 @@ class ServedIndex:
             self._reopening.release()
 
     def add(self, text: str, source: str = "posted.txt", split_sentences: bool | None = None,
-            input_format: str = "auto") -> dict[str, Any]:
+            input_format: str = "auto", allow_duplicates: bool = False) -> dict[str, Any]:
         """Append `text` (as a file would hold it) exactly as `qtsearch add` appends a file:
         the text is written to a temporary file named `source`, which add_to_index reads.
         Returns {path, added, count, seconds, note}, `note` saying how the text was split;
@@ -124,17 +126,21 @@ class ServedIndex:
         if not _SOURCE.fullmatch(source) or source.strip(".") == "":
             raise InputError(f"source {source!r}: a file name of letters, digits, '.', '_' "
                              "and '-' (up to 100), e.g. notes.txt")
-        with self._adding, _folder_lock(self.path.resolve().parent), \
-                tempfile.TemporaryDirectory(prefix="qtsearch-add-") as tmp:
+        # the index's writer lock (taken in add_to_index) serialises adds across worker
+        # processes and with `qtsearch add`/`build-index` beside the server; a writer that
+        # holds it longer than ADD_WAIT_SECONDS gets this request a 503 (BusyError)
+        with self._adding, tempfile.TemporaryDirectory(prefix="qtsearch-add-") as tmp:
             posted = Path(tmp) / source
             posted.write_text(text, encoding="utf-8")
             split, how = split_option(read_manifest(self.path), split_sentences)
             result = add_to_index(self.path, [str(posted)], split_sentences=split,
                                   device=self.device, progress=False,
-                                  input_format=input_format)
+                                  input_format=input_format, wait=ADD_WAIT_SECONDS,
+                                  allow_duplicates=allow_duplicates)
             self.refresh(wait=True)
+        note = "; ".join([how, *(n.replace(str(posted), source) for n in result.skipped)])
         return {"path": str(result.path), "added": result.added, "count": result.count,
-                "seconds": round(result.seconds, 3), "note": how}
+                "seconds": round(result.seconds, 3), "note": note}
 
     def close(self) -> None:
         with self._lock:
@@ -143,15 +149,3 @@ class ServedIndex:
             done = entry.users == 0
         if done:
             entry.index.close()
-
-
-@contextlib.contextmanager
-def _folder_lock(folder: Path) -> Iterator[None]:
-    """An exclusive advisory lock on a folder (held by one process at a time, released when
-    the process dies): serialises adds from the workers of one server."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
