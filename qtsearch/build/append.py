@@ -13,6 +13,7 @@ from typing import Any
 
 from qtsearch.build.folders import file_checksum, swap_in
 from qtsearch.build.progress import Progress
+from qtsearch.encode.corpus_words import with_corpus_words
 from qtsearch.encode.encoder import load_encoder
 from qtsearch.errors import IndexError_, Interrupted, ModelError
 from qtsearch.index import bm25
@@ -124,6 +125,7 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
         raise ModelError(f"{model_path}: the model changed since this index was built "
                          f"(fingerprint {encoder.fingerprint} != "
                          f"{manifest['model']['fingerprint']}); rebuild the index")
+    encoder = with_corpus_words(encoder, folder)  # as the build and the queries encode
     transform = VectorTransform.load(folder)  # the index holds vectors fitted at build time
     work = folder.with_name(folder.name + ".adding")
     if work.exists():

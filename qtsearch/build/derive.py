@@ -20,6 +20,7 @@ from qtsearch.build.index_stage import build_fields, manifest_fields
 from qtsearch.build.pipeline import Builder, BuildResult, IndexConfig
 from qtsearch.build.state import STAGES, STATE_FILE
 from qtsearch.config import save_config
+from qtsearch.encode.corpus_words import CORPUS_WORDS
 from qtsearch.errors import UsageError
 from qtsearch.index import bm25
 from qtsearch.index.faiss_backend import open_faiss_index
@@ -68,7 +69,7 @@ class _FromIndex(Builder):
         with self.progress:
             self._index(int(self.source_manifest["dim"]))
         t0 = time.perf_counter()
-        for name in (META_FILE, PARQUET_FILE, TRANSFORM_FILE, TRANSFORM_JSON):
+        for name in (META_FILE, PARQUET_FILE, TRANSFORM_FILE, TRANSFORM_JSON, CORPUS_WORDS):
             if (self.source / name).is_file():
                 shutil.copyfile(self.source / name, self.partial / name)
         with MetadataStore.open(self.partial / META_FILE, readonly=False) as store:

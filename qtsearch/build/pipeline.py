@@ -36,6 +36,7 @@ from qtsearch.build.progress import Progress
 from qtsearch.build.state import SHARDS, STATE_FILE, BuildState
 from qtsearch.build.tokens import shard_inputs
 from qtsearch.config import save_config
+from qtsearch.encode.corpus_words import prepare_corpus_words, refines
 from qtsearch.encode.encoder import Encoder, FolderEncoder, load_encoder
 from qtsearch.errors import IndexError_, InputError, Interrupted, OutputError, UsageError
 from qtsearch.index import bm25
@@ -112,6 +113,8 @@ class BuildResult:
     manifest: dict[str, Any]
     resumed: list[str] = field(default_factory=list)  # what a rerun could skip
     bytes_on_disk: int = 0
+    #: a mean model's words this run embedded: tokens, composed (from word pieces), unknown
+    words: dict[str, int] | None = None
 
 
 def total_seconds(stages: dict[str, float], parallel: bool | None = None) -> float:
@@ -159,6 +162,7 @@ class Builder:
         self.state = BuildState(self.partial)
         self.fit = canonical_fit(config.fit)
         self.transform: VectorTransform | None = None
+        self.words: dict[str, int] | None = None  # BuildResult.words
 
     # -- checks before any work ------------------------------------------------------------
     def _check_output(self) -> None:
@@ -243,6 +247,12 @@ class Builder:
             return shard_files.read_texts(shard_files.rows_path(self.shards, shard))
 
         todo = [i for i in range(shards) if i not in done]
+        if refines(encoder):  # words it composes move towards their passages: a first pass
+            with self.progress.stage("words", count, "sentences") as advance:
+                prepare_corpus_words(encoder, self.partial, map(texts, range(shards)), advance)
+        words = getattr(encoder, "counts", None)  # a mean model's: tokens composed, unknown
+        if words is not None:
+            words.reset()
         with self.progress.stage("embed", count, "sentences") as advance, shard_inputs(
                 texts, todo, count - already, encoder if fast else None) as inputs:
             advance(already)
@@ -255,6 +265,9 @@ class Builder:
                 self.state.timed("embed", t0)
                 t0 = time.perf_counter()
         self.state.timed("embed", t0)
+        if words is not None and words.tokens:
+            self.words = words.summary()
+            self.progress.note(words.line())
 
     def _vectors(self) -> Iterator[np.ndarray]:
         """The encoder's vectors, shard by shard (memory-mapped)."""
@@ -406,7 +419,7 @@ class Builder:
         shutil.rmtree(self.shards, ignore_errors=True)  # also when a kill interrupted this
         swap_in(self.partial, self.out)
         (self.out / STATE_FILE).unlink()  # after the rename, so a kill before it can resume
-        return BuildResult(self.out, manifest, resumed, folder_bytes(self.out))
+        return BuildResult(self.out, manifest, resumed, folder_bytes(self.out), self.words)
 
 
 def build_index(config: IndexConfig, progress: bool = True, console: Any = None,
