@@ -1,0 +1,603 @@
+"""`qtsearch adapt`: fit a mean-of-words model to a user's corpus without labels.
+
+The base model (the shipped default, or any mean-of-words model folder) knows general English;
+a corpus of papers, manuals or case notes has its own words and its own way of saying things.
+Adapting trains, in the one training loop (training/loop.py), on what the corpus itself offers:
+
+- its vocabulary: corpus words the base does not know (at least `min_count` times) get rows of
+  their own, started from the mean of the base vectors of the sentences they occur in (a word
+  is known by the company it keeps), then trained;
+- `neighbours`: each sentence and the next one of its document are a positive pair, contrasted
+  with the other pairs of the batch (the Quick-Thoughts signal, scored with the shared vectors
+  search uses instead of a separate context encoder);
+- `titles`: where documents have titles (BEIR records, Wikipedia articles), the title and each
+  sentence of its document are a positive pair;
+- `ict`: a sentence of a document and the rest of that document are a positive pair (the
+  inverse cloze task: a short text against the long one that holds its topic, which is what a
+  query against an indexed document is);
+- `teacher minilm`: all-MiniLM-L6-v2's vectors of a sample of the corpus's sentences, encoded
+  within a time budget, which the model learns to match through a linear head;
+- an L2 pull of every base word's row towards its base value (`anchor`), so the general skills
+  (paraphrase retrieval) survive.
+
+The tasks are `loop.Task`s, so progress, checkpoints, Ctrl-C and exact `--resume` are the
+loop's. Every twentieth document is held out: each task's validation figure is its in-batch
+retrieval on documents the model never trained on, and the figure at step 0 is the base
+model's. The adapted model records the base, the corpus and what was learnt in config.json
+("train": adapted_from, corpus, adapt_*), which `qtsearch info` shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import json
+import math
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from rich.console import Console
+from torch import Tensor, nn
+
+from qtsearch.config import write_json_atomic
+from qtsearch.errors import InputError, Interrupted, ModelError, UsageError
+from qtsearch.models.encoders import EncoderConfig
+from qtsearch.models.files import CONFIG, read_config
+from qtsearch.models.folder import encoder_config, load_weights, save_model
+from qtsearch.models.mean import MeanWords, in_scope
+from qtsearch.models.objective import BatchStats
+from qtsearch.text.negation import CUE, word_roles
+from qtsearch.text.reader import list_files, read_sentences
+from qtsearch.text.splitter import split_text
+from qtsearch.text.tokenizer import tokenize
+from qtsearch.text.vocab import Vocab
+from qtsearch.training.checkpoint import save_heads, save_state, writable_folder
+from qtsearch.training.loop import Loop, RunConfig, RunResult, Runtime, Task
+from qtsearch.training.progress import Display
+from qtsearch.training.tasks.pairs import PairSet, PairsTask
+from qtsearch.training.tasks.teacher import TeacherTask
+
+#: Suffixes read as JSON Lines records (one document per line: "title", "text").
+RECORD_SUFFIXES = (".jsonl", ".jsonl.gz")
+#: Every HELD_OUT-th document is kept out of training and validates every task.
+HELD_OUT = 20
+#: Validation batches per task (a fixed sample of the held-out documents' pairs).
+VAL_BATCHES = 4
+#: Pairs per document for the title and inverse-cloze tasks (the first sentences, which in
+#: abstracts and articles state the topic): more adds steps, not new documents.
+PER_DOC = 4
+
+
+@dataclass
+class Document:
+    title: str | None
+    sentences: list[str]
+
+
+@dataclass
+class AdaptConfig(RunConfig):
+    """Everything that defines an adaptation; saved in the checkpoint and config.json."""
+
+    corpus: list[str] = field(default_factory=list)
+    model: str | None = None  # the base model folder; None: the shipped default
+    split_sentences: bool = True  # text files are running text (records always are)
+    new_words: int = 50_000  # at most this many corpus words added, most frequent first
+    min_count: int = 2  # a corpus word needs this many occurrences to get a row
+    neighbours: bool = True
+    titles: bool = True
+    ict: bool = True
+    teacher: str | None = None  # "minilm": learn MiniLM's vectors of a corpus sample
+    teacher_budget: float = 600.0  # seconds of teacher encoding at most
+    teacher_sentences: int = 20_000  # sample size at most
+    anchor: float = 0.01  # weight of the squared distance of base rows from the base
+    batch_size: int = 256
+    scale: float = 20.0  # cosine × scale are the contrastive logits
+    doc_len: int = 256  # tokens of a document's rest in the inverse-cloze task
+    max_len: int | None = None  # the adapted model's tokens per indexed text; None: the base's
+    max_minutes: float | None = None  # stop cleanly (model saved) after this long
+    lr: float = 1e-3
+    epochs: int = 3
+    val_every: int = 100
+    checkpoint_every: int = 100
+
+    RESUMABLE: ClassVar[frozenset[str]] = RunConfig.RESUMABLE | {"max_minutes", "teacher_budget"}
+
+    def check(self) -> None:
+        if not self.corpus:
+            raise UsageError("give the corpus to adapt to: text files, folders or JSON Lines "
+                             "records")
+        self.check_run(("batch_size", "new_words", "min_count", "doc_len", "teacher_sentences"))
+        if self.teacher not in (None, "minilm"):
+            raise UsageError("--teacher must be minilm (the only teacher)")
+        if not (self.anchor >= 0 and math.isfinite(self.anchor)):
+            raise UsageError("--anchor must be 0 or more")
+        if not (self.scale > 0 and math.isfinite(self.scale)):
+            raise UsageError("--scale must be a positive number")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise UsageError("--max-minutes must be a positive number")
+        if self.max_len is not None and self.max_len < 1:
+            raise UsageError("--max-len must be at least 1")
+        if not (self.neighbours or self.titles or self.ict or self.teacher):
+            raise UsageError("every task is switched off: keep at least one of neighbours, "
+                             "titles, ict or --teacher")
+
+
+# ----- the corpus -----------------------------------------------------------------------------
+
+def is_records(path: Path) -> bool:
+    return path.name.endswith(RECORD_SUFFIXES)
+
+
+def read_records(path: Path) -> Iterable[Document]:
+    """Documents of a JSON Lines file of records with "text" and optional "title" (the BEIR
+    corpus.jsonl(.gz) layout); the text is split into sentences."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise InputError(f"{path}:{lineno}: not a JSON record ({e.msg})") from None
+                if not isinstance(record, dict) or not isinstance(record.get("text", ""), str):
+                    raise InputError(f'{path}:{lineno}: a record needs a "text" string')
+                title = record.get("title")
+                title = title.strip() if isinstance(title, str) and title.strip() else None
+                text = " ".join(record.get("text", "").split())
+                sentences = split_text(text) if text else []
+                if sentences or title:
+                    yield Document(title, sentences)
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read ({e})") from None
+
+
+def read_documents(paths: Sequence[str], split: bool) -> list[Document]:
+    """The corpus as documents of sentences: JSON Lines records, or text files and folders as
+    `qtsearch train` reads them (a blank line or a new file starts a document; WikiExtractor
+    articles carry their titles)."""
+    files = list_files(paths)
+    docs: list[Document] = []
+    texts = [str(f) for f in files if not is_records(f)]
+    for f in files:
+        if is_records(f):
+            docs.extend(read_records(f))
+    if texts:
+        current = -1
+        for s in read_sentences(texts, split=split, strict_empty=False):
+            if s.doc != current:
+                current = s.doc
+                docs.append(Document(getattr(s, "title", None) or None, []))
+            docs[-1].sentences.append(s.text)
+    docs = [d for d in docs if d.sentences]
+    if not docs:
+        raise InputError("the corpus holds no sentences: nothing to adapt to")
+    return docs
+
+
+def corpus_signature(paths: Sequence[str]) -> str:
+    """What identifies the corpus files for --resume: their paths, sizes and times."""
+    h = hashlib.sha256()
+    for f in list_files(paths):
+        st = f.stat()
+        h.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+# ----- the base model and the vocabulary ---------------------------------------------------
+
+def base_folder(model: str | None) -> Path:
+    """The base model's folder; anything but a mean-of-words model folder is refused."""
+    from qtsearch.encode.encoder import EXTERNAL_ENCODERS, default_model_path
+
+    if model in (None, "default"):
+        return default_model_path()
+    if model in EXTERNAL_ENCODERS:
+        raise ModelError(f"{model}: an external encoder cannot be adapted; adapt a "
+                         "mean-of-words model folder (the default model is one)")
+    folder = Path(model)
+    cfg = encoder_config(read_config(folder))
+    if cfg.encoder != "mean" or cfg.objective not in ("multitask", "pairs", "nli"):
+        raise ModelError(f"{folder}: only mean-of-words models can be adapted (this one is a "
+                         f"{cfg.encoder} {cfg.objective} model)")
+    return folder
+
+
+def new_words(token_lists: Iterable[list[str]], vocab: Vocab, size: int,
+              min_count: int) -> list[str]:
+    """The corpus words the base vocabulary does not know (in any casing), most frequent first
+    (ties by the word: deterministic)."""
+    counts: Counter[str] = Counter()
+    for tokens in token_lists:
+        counts.update(t for t in tokens if not vocab.knows(t))
+    ranked = sorted(((w, n) for w, n in counts.items() if n >= min_count),
+                    key=lambda kv: (-kv[1], kv[0]))
+    return [w for w, _ in ranked[:size]]
+
+
+def context_vectors(table: np.ndarray, vocab: Vocab, sentences: list[list[str]],
+                    words: list[str]) -> np.ndarray:
+    """A start for each new word: the mean of the base vectors of the sentences it occurs in
+    (their known words only), scaled to the base rows' median length, so that the word starts
+    where its contexts point and weighs in a mean like a known word."""
+    from scipy.sparse import csr_matrix
+
+    position = {w: i for i, w in enumerate(words)}
+    rows, cols, flat, lengths = [], [], [], []
+    for s, tokens in enumerate(sentences):
+        known = [i for i in vocab.encode(tokens, len(tokens) or 1, fold_case=True) if i > 1]
+        flat.extend(known)
+        lengths.append(len(known))
+        for t in set(tokens):
+            if t in position:
+                rows.append(position[t])
+                cols.append(s)
+    lengths_a = np.asarray(lengths, dtype=np.int64)
+    weights = np.repeat(1.0 / np.maximum(lengths_a, 1), lengths_a).astype(np.float32)
+    indptr = np.concatenate([[0], np.cumsum(lengths_a)])
+    means = csr_matrix((weights, np.asarray(flat, dtype=np.int64), indptr),
+                       shape=(len(sentences), len(table))) @ table
+    occurs = csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)),
+                        shape=(len(words), len(sentences)))
+    counts = np.asarray(occurs.sum(axis=1)).ravel()
+    out = (occurs @ means) / np.maximum(counts, 1)[:, None]
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    target = float(np.median(np.linalg.norm(table[2:], axis=1)))
+    return (out / np.maximum(norms, 1e-8) * target).astype(np.float32)
+
+
+# ----- the tasks ----------------------------------------------------------------------------
+
+class NamedPairs(PairsTask):
+    """A pairs task under a name of its own (its figures and metrics rows)."""
+
+    def __init__(self, name: str, *args: Any):
+        self.name = name
+        super().__init__(*args)
+
+
+class DeltaMean(nn.Module):
+    """The mean-of-words encoder as adapting trains it: the start table frozen, a trainable
+    offset for the rows of words the corpus uses (the others cannot move: no batch holds them),
+    so that the gradient, the optimiser and the pull towards the base touch those rows alone
+    (a 50k-word table is 13M numbers, a corpus's words a fraction). `merged()` is the plain
+    `MeanWords` the model folder holds."""
+
+    def __init__(self, cfg: EncoderConfig, table: Tensor, trainable: Tensor,
+                 negated: Tensor | None, roles: Tensor | None):
+        super().__init__()
+        self.cfg, self.dim = cfg, cfg.glove_dim
+        self.register_buffer("table", table)
+        slot = torch.zeros(len(table), dtype=torch.long)
+        slot[trainable] = torch.arange(1, len(trainable) + 1)
+        self.register_buffer("slot", slot)  # 0: frozen (its offset row stays zero)
+        self.delta = nn.Embedding(len(trainable) + 1, cfg.glove_dim, padding_idx=0)
+        nn.init.zeros_(self.delta.weight)
+        if cfg.negation_scope:
+            self.negated = nn.Parameter(negated.clone())
+            self.register_buffer("roles", roles.clone())
+
+    def forward(self, ids: Tensor, lengths: Tensor) -> Tensor:
+        """`MeanWords.forward` of the merged table, as weighted bag sums: the [B, L, dim]
+        vectors are never made, which on a long document batch was most of a step. A word in
+        a negation's scope counts once plus (negated - 1) times; a cue counts zero."""
+        ids = ids[:, : int(lengths.max())]
+        slots = self.slot[ids]
+        bag = torch.nn.functional.embedding_bag
+        keep = (ids != 0).to(self.table.dtype)
+        scoped = None
+        if self.cfg.negation_scope:
+            roles = self.roles[ids]
+            cue = roles == CUE
+            keep = keep * (~cue)
+            scoped = (in_scope(roles) & ~cue).to(self.table.dtype)
+        summed = bag(ids, self.table, per_sample_weights=keep, mode="sum") + bag(
+            slots, self.delta.weight, per_sample_weights=keep, mode="sum")
+        if scoped is not None and bool(scoped.any()):
+            inside = bag(ids, self.table, per_sample_weights=scoped, mode="sum") + bag(
+                slots, self.delta.weight, per_sample_weights=scoped, mode="sum")
+            summed = summed + inside * (self.negated - 1)
+        return summed / lengths[:, None].to(summed.dtype)
+
+    def merged(self) -> MeanWords:
+        model = MeanWords(self.cfg)
+        with torch.no_grad():
+            state = {"words.weight": self.table + self.delta.weight[self.slot]}
+            if self.cfg.negation_scope:
+                state |= {"negated": self.negated, "roles": self.roles}
+            model.load_state_dict({k: v.detach().cpu() for k, v in state.items()})
+        return model
+
+
+class Anchored:
+    """A task whose loss adds `weight` × the squared offsets of the base words' rows from the
+    base table (rows 1..n_base of `delta`): the pull that keeps the adapted model close to the
+    general one; new words' rows are free."""
+
+    def __init__(self, task: Task, delta: nn.Embedding, n_base: int, weight: float):
+        self.task, self.delta, self.n_base, self.weight = task, delta, n_base, weight
+        self.name, self.metric, self.baseline = task.name, task.metric, task.baseline
+        self.steps_per_epoch = task.steps_per_epoch
+        self.sentences_per_batch = task.sentences_per_batch
+
+    def heads(self) -> dict[str, nn.Module]:
+        return self.task.heads()
+
+    def batch_loss(self, k: int) -> BatchStats:
+        st = self.task.batch_loss(k)
+        if not self.weight or not self.n_base:
+            return st
+        drift = self.delta.weight[1 : self.n_base + 1].pow(2).sum()
+        return dataclasses.replace(st, loss=st.loss + self.weight * drift)
+
+    def validate(self) -> tuple[float, float, float]:
+        return self.task.validate()
+
+
+def split_pairs(pairs: list[tuple[int, list[int], list[int]]]) -> tuple[PairSet, PairSet]:
+    """(training, validation) PairSets of (document, anchor ids, positive ids) triples. The
+    held-out documents validate with one pair each: two pairs of one document in a batch are
+    near-duplicates (a sentence is one pair's anchor and the next pair's positive), and the
+    figure should measure finding the document, not telling its pairs apart."""
+    train = [p for p in pairs if p[0] % HELD_OUT]
+    valid, seen = [], set()
+    for p in pairs:
+        if not p[0] % HELD_OUT and p[0] not in seen:
+            seen.add(p[0])
+            valid.append(p)
+
+    def pair_set(items: list[tuple[int, list[int], list[int]]]) -> PairSet:
+        return PairSet([a for _, a, _ in items], [b for _, _, b in items], [None] * len(items))
+
+    return pair_set(train), pair_set(valid)
+
+
+@dataclass
+class Corpus:
+    """The corpus as token lists per document and its pairs."""
+
+    docs: list[Document]
+    tokens: list[list[list[str]]]  # per document, per sentence
+    titles: list[list[str] | None]
+
+
+def corpus_tokens(docs: list[Document]) -> Corpus:
+    return Corpus(docs, [[tokenize(s) for s in d.sentences] for d in docs],
+                  [tokenize(d.title) if d.title else None for d in docs])
+
+
+def task_pairs(corpus: Corpus, vocab: Vocab, max_len: int, doc_len: int
+               ) -> dict[str, list[tuple[int, list[int], list[int]]]]:
+    """Each task's (document, anchor ids, positive ids) triples."""
+
+    def ids(tokens: list[str], n: int = max_len) -> list[int]:
+        return vocab.encode(tokens, n, fold_case=True)
+
+    out: dict[str, list[tuple[int, list[int], list[int]]]] = {
+        "neighbours": [], "titles": [], "ict": []}
+    for d, (sentences, title) in enumerate(zip(corpus.tokens, corpus.titles)):
+        encoded = [ids(t) for t in sentences]
+        out["neighbours"] += [(d, a, b) for a, b in pairwise(encoded)]
+        if title:
+            out["titles"] += [(d, ids(title), s) for s in encoded[:PER_DOC]]
+        if len(sentences) > 1:
+            for i in range(min(PER_DOC, len(sentences))):
+                rest = [t for j, s in enumerate(sentences) if j != i for t in s]
+                if title:
+                    rest = title + rest
+                out["ict"].append((d, encoded[i], ids(rest, doc_len)))
+    return out
+
+
+def teacher_vectors(sentences: list[str], budget: float, device: str, display: Display
+                    ) -> np.ndarray:
+    """MiniLM's normalised vectors of `sentences` in order, as many as `budget` seconds allow
+    (encoded in chunks; the last chunk may overrun by its own time)."""
+    from qtsearch.encode.baselines import MiniLM
+
+    model = MiniLM(device)
+    parts: list[np.ndarray] = []
+    start, done, chunk = time.monotonic(), 0, 256
+    with display.bar("teacher vectors", len(sentences)) as update:
+        while done < len(sentences) and time.monotonic() - start < budget:
+            parts.append(np.asarray(model.encode(sentences[done : done + chunk],
+                                                 normalize=True), dtype=np.float16))
+            done += len(parts[-1])
+            update(done, f"{done:,} sentences")
+    return np.concatenate(parts) if parts else np.zeros((0, 384), np.float16)
+
+
+def teacher_sample(corpus: Corpus, size: int, seed: int) -> list[tuple[int, int]]:
+    """(document, sentence) positions of a fixed random sample of the training documents'
+    sentences, in the order they are encoded (a time budget keeps a prefix)."""
+    where = [(d, i) for d, doc in enumerate(corpus.tokens) if d % HELD_OUT
+             for i in range(len(doc))]
+    where += [(d, i) for d, doc in enumerate(corpus.tokens) if not d % HELD_OUT
+              for i in range(len(doc))][: max(1, size // HELD_OUT)]
+    order = np.random.default_rng([seed, 7]).permutation(len(where))[:size]
+    return [where[i] for i in order]
+
+
+# ----- the run ------------------------------------------------------------------------------
+
+class AdaptLoop(Loop):
+    """The one loop, stopped cleanly at a deadline (--max-minutes), writing the base model's
+    search settings (fit, BM25 weight) into the adapted model's config.json."""
+
+    def __init__(self, *args: Any, deadline: float | None = None,
+                 search: dict[str, Any] | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.deadline, self.search, self.timed_out = deadline, search or {}, False
+
+    def train_step(self, t: int, position: int, stop: bool) -> tuple[list[float], bool]:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            self.timed_out = stop = True
+        return super().train_step(t, position, stop)
+
+    def save(self, step: int) -> None:
+        """As `Loop.save`, the model folder holding the merged table (a plain mean model)."""
+        if not self.rt.world.main:
+            return
+        save_state(self.out, self.modules, self.optim, step, self.run_config(), self.facts)
+        save_model(self.out, self.encoder.merged(), self.vocab, self.record())
+        heads = {k: m for k, m in self.modules.items() if k != "encoder"}
+        if heads:
+            save_heads(self.out, heads)
+        if self.search:
+            config = json.loads((self.out / CONFIG).read_text(encoding="utf-8"))
+            config["search"] = self.search
+            write_json_atomic(self.out / CONFIG, config)
+
+
+def adapt_loop(config: AdaptConfig, progress: bool = True, console: Console | None = None,
+               started: float | None = None, resume: bool = False) -> AdaptLoop:
+    """Everything of an adaptation but the running: corpus, vocabulary, encoder, tasks."""
+    started = time.monotonic() if started is None else started
+    config.check()
+    base = base_folder(config.model)
+    base_config = read_config(base)
+    cfg = encoder_config(base_config)
+    runtime, display = Runtime.of(config), Display(progress, console)
+    out = Path(config.out)
+    if out.resolve() == base.resolve():
+        raise UsageError(f"{out}: the output folder is the base model; choose another --out")
+    writable_folder(out)
+    docs = read_documents(config.corpus, config.split_sentences)
+    corpus = corpus_tokens(docs)
+    base_encoder = load_weights(base, cfg)
+    from qtsearch.models.files import read_vocab
+
+    base_vocab = read_vocab(base, cfg)
+    table = base_encoder.words.weight.detach().numpy()
+    sentences = [s for doc in corpus.tokens for s in doc]
+    added = new_words(sentences + [t for t in corpus.titles if t], base_vocab,
+                      config.new_words, config.min_count)
+    vocab = Vocab(base_vocab.words + added)
+    n_sent = len(sentences)
+    display.note(f"adapting {base} to {len(docs):,} documents ({n_sent:,} sentences, "
+                 f"{sum(t is not None for t in corpus.titles):,} titled); "
+                 f"{len(added):,} new words")
+    grown = dataclasses.replace(cfg, vocab_size=len(vocab), max_len=config.max_len or cfg.max_len)
+    rows = torch.from_numpy(table)
+    if added:
+        rows = torch.cat([rows, torch.from_numpy(
+            context_vectors(table, base_vocab, sentences, added))])
+    # the rows the corpus uses: base words first (the anchored ones), then the new words
+    used = np.zeros(len(vocab), dtype=bool)
+    for tokens in sentences + [t for t in corpus.titles if t]:
+        used[vocab.encode(tokens, len(tokens) or 1, fold_case=True)] = True
+    used[:2] = False
+    trainable = np.flatnonzero(used)
+    n_base = int((trainable < len(base_vocab)).sum())
+    roles = None
+    if cfg.negation_scope:  # negation cues among the new words
+        roles = torch.from_numpy(word_roles(vocab.words)).float()
+    negated = getattr(base_encoder, "negated", None)
+    encoder = DeltaMean(grown, rows.float(), torch.from_numpy(trainable),
+                        None if negated is None else negated.detach(), roles).to(runtime.device)
+    pairs = task_pairs(corpus, vocab, cfg.max_len, config.doc_len)
+    wanted = {"neighbours": config.neighbours, "titles": config.titles, "ict": config.ict}
+    tasks: list[Task] = []
+    facts: dict[str, Any] = {
+        "adapted_from": str(base), "corpus_signature": corpus_signature(config.corpus),
+        "adapt_documents": len(docs), "adapt_sentences": n_sent, "adapt_new_words": len(added)}
+    for i, (name, items) in enumerate(pairs.items()):
+        if not wanted[name]:
+            continue
+        train, valid = split_pairs(items)
+        if len(train) < 2 or len(valid) < 2:
+            display.note(f"{name}: {len(train):,} training pairs, {len(valid):,} held out: "
+                         "too few, left out")
+            continue
+        task = NamedPairs(name, train, valid, config.batch_size, config.seed + i, encoder,
+                          config.scale, VAL_BATCHES, runtime)
+        tasks.append(task)
+        facts[f"adapt_{name}_pairs"] = len(train)
+    if config.teacher:
+        teacher = teacher_task(config, corpus, vocab, cfg.max_len, encoder, runtime, display,
+                               out, resume)
+        if teacher is not None:
+            tasks.append(teacher)
+            facts["adapt_teacher_sentences"] = len(teacher.ids)
+    if not tasks:
+        raise InputError("the corpus is too small to adapt to: no task has pairs both to "
+                         "train on and to hold out (it needs documents of two or more "
+                         "sentences, at least 20 of them)")
+    tasks = [Anchored(t, encoder.delta, n_base, config.anchor) for t in tasks]
+    deadline = started + 60 * config.max_minutes if config.max_minutes else None
+    return AdaptLoop(config, runtime, display, encoder, vocab, tasks, facts, "proportional",
+                     deadline=deadline, search=base_config.get("search"))
+
+
+#: The teacher's sentences and vectors, kept in the output folder so --resume trains on the
+#: very sample the budget allowed.
+TEACHER_FILE = "adapt_teacher.npz"
+
+
+def teacher_task(config: AdaptConfig, corpus: Corpus, vocab: Vocab, max_len: int,
+                 encoder: nn.Module, runtime: Runtime, display: Display, out: Path,
+                 resume: bool) -> TeacherTask | None:
+    """MiniLM's view of a corpus sample as a task (None: the budget encoded too few)."""
+    sample = teacher_sample(corpus, config.teacher_sentences, config.seed)
+    saved = out / TEACHER_FILE
+    if resume and saved.is_file():
+        with np.load(saved) as z:
+            vectors, n = z["vectors"], int(z["count"])
+    else:
+        texts = [corpus.docs[d].sentences[i] for d, i in sample]
+        vectors = teacher_vectors(texts, config.teacher_budget, config.device, display)
+        n = len(vectors)
+        tmp = out / (TEACHER_FILE + ".tmp.npz")
+        np.savez(tmp, vectors=vectors, count=n)
+        os.replace(tmp, saved)
+    sample = sample[:n]
+    held = np.array([k for k, (d, _) in enumerate(sample) if not d % HELD_OUT], dtype=np.int64)
+    if n < 2 * config.batch_size or len(held) < 2:
+        display.note(f"teacher: {n:,} sentences encoded within the budget: too few, left out")
+        return None
+    ids = [vocab.encode(corpus.tokens[d][i], max_len, fold_case=True) for d, i in sample]
+    head = nn.Linear(encoder.dim, vectors.shape[1]).to(runtime.device)
+    batch = min(config.batch_size, len(held))
+    display.note(f"teacher: {n:,} corpus sentences with MiniLM vectors ({len(held):,} held out)")
+    return TeacherTask(ids, vectors, held[: batch * max(1, len(held) // batch)], batch,
+                       config.seed + 10, encoder, head, runtime)
+
+
+@dataclass
+class AdaptResult:
+    run: RunResult
+    stopped_early: bool
+
+    def summary(self) -> str:
+        text = self.run.summary()
+        if self.stopped_early:
+            text += ("\nstopped at --max-minutes; the model holds that step's weights "
+                     "(continue with --resume)")
+        return text
+
+
+def adapt(config: AdaptConfig, resume: bool = False, progress: bool = True,
+          console: Console | None = None) -> AdaptResult:
+    """Adapt the base model to `config.corpus` into `config.out` (a model folder)."""
+    started = time.monotonic()
+    loop = adapt_loop(config, progress, console, started, resume)
+    try:
+        return AdaptResult(loop.run(resume), False)
+    except Interrupted:
+        if not loop.timed_out:
+            raise
+    step = int(json.loads((Path(config.out) / "checkpoint" / "state.json").read_text())["step"])
+    last = loop.validate()
+    loop.display.note(loop.describe(step, last))
+    return AdaptResult(RunResult(loop.out, step, None, last, time.monotonic() - started,
+                                 loop.tasks), True)

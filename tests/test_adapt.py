@@ -1,0 +1,125 @@
+"""`qtsearch adapt` on real data: a slice of the SciFact corpus (abstracts with titles)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from qtsearch.training.adapt import AdaptConfig, adapt, read_documents
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+SCIFACT = "beir/scifact/corpus.jsonl.gz"
+
+
+@pytest.fixture(scope="module")
+def abstracts(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first 600 SciFact documents as a records file (~5k sentences)."""
+    out = tmp_path_factory.mktemp("adapt") / "scifact600.jsonl"
+    with gzip.open(shared_data / SCIFACT, "rt", encoding="utf-8") as fh:
+        lines = [next(fh) for _ in range(600)]
+    out.write_text("".join(lines), encoding="utf-8")
+    return out
+
+
+def config(corpus: Path, out: Path, **kw: object) -> AdaptConfig:
+    options = {"corpus": [str(corpus)], "out": str(out), "device": "cpu", "precision": "fp32",
+               "batch_size": 64, "val_every": 10, "checkpoint_every": 10, **kw}
+    return AdaptConfig(**options)  # type: ignore[arg-type]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "qtsearch", *args], capture_output=True,
+                          text=True, env=ENV, timeout=600)
+
+
+def test_records_become_titled_documents(abstracts: Path) -> None:
+    docs = read_documents([str(abstracts)], split=True)
+    assert len(docs) == 600
+    assert all(d.title for d in docs) and sum(len(d.sentences) for d in docs) > 4000
+
+
+@pytest.mark.slow
+def test_adapting_improves_held_out_retrieval(abstracts: Path, tmp_path: Path) -> None:
+    """The held-out documents' validation (never trained on, 30 of them): finding a sentence's
+    neighbour, a title's sentence and a sentence's document all improve on the base model's
+    figure (the loss, a smooth measure on few pairs; the accuracies together)."""
+    result = adapt(config(abstracts, tmp_path / "m", max_steps=80, lr=5e-3), progress=False)
+    first, last = result.run.first, result.run.last
+    assert first is not None
+    prefixes = ("", "titles_", "ict_")
+    assert all(last[p + "val_loss"] < first[p + "val_loss"] for p in prefixes), (first, last)
+    gains = [last[p + "val_accuracy"] - first[p + "val_accuracy"] for p in prefixes]
+    assert sum(gains) > 0.05, gains
+    train = json.loads((tmp_path / "m" / "config.json").read_text())["train"]
+    assert train["adapt_new_words"] > 500 and train["adapted_from"].endswith("default_model")
+
+
+@pytest.mark.slow
+def test_resume_after_kill_is_exact(abstracts: Path, tmp_path: Path) -> None:
+    """A run SIGKILLed after its first checkpoint, then resumed, ends with the weights of a run
+    never interrupted."""
+    args = [str(abstracts), "--batch-size", "64", "--max-steps", "40", "--checkpoint-every",
+            "10", "--val-every", "10", "--device", "cpu", "--precision", "fp32", "-q"]
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    proc = subprocess.Popen([sys.executable, "-m", "qtsearch", "adapt", *args, "--out",
+                             str(part)], env=ENV, stderr=subprocess.DEVNULL)
+    state = part / "checkpoint" / "state.json"
+    deadline = time.monotonic() + 300
+    while not state.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    step = json.loads(state.read_text())["step"]
+    assert step < 40, "the run ended before it could be killed"
+    assert cli("adapt", *args, "--out", str(part), "--resume").returncode == 0
+    assert cli("adapt", *args, "--out", str(whole)).returncode == 0
+    a, b = (load_file(str(f / "weights.safetensors")) for f in (whole, part))
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.slow
+def test_adapted_model_indexes_and_searches(abstracts: Path, tmp_path: Path) -> None:
+    """The adapted folder is a model like any other: build-index, search, info."""
+    model, index = tmp_path / "m", tmp_path / "index"
+    adapt(config(abstracts, model, max_steps=10), progress=False)
+    lines = tmp_path / "docs.txt"
+    records = [json.loads(x) for x in abstracts.read_text().splitlines()]
+    lines.write_text("".join(f"{r['title']}. {r['text']}\n" for r in records))
+    assert cli("build-index", str(lines), "-m", str(model), "-o", str(index), "-q").returncode == 0
+    # a corpus word the base model lacks is a word of the adapted model's own
+    found = cli("search", str(index), records[5]["title"], "--mode", "semantic", "-k", "3",
+                "--json")
+    assert found.returncode == 0, found.stderr
+    assert records[5]["title"] in found.stdout
+    info = cli("info", str(model))
+    assert info.returncode == 0 and "adapted from" in info.stdout, info.stdout
+    assert "adapt documents 600" in " ".join(info.stdout.split()), info.stdout
+    config_json = json.loads((model / "config.json").read_text())
+    assert config_json["search"]["lexical_weight"] > 0  # the base's search settings kept
+
+
+@pytest.mark.slow
+def test_bad_input_is_one_line(tmp_path: Path, tiny_model: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    cases = [
+        ([str(empty)], 3, "no sentences"),
+        ([str(empty), "--model", str(tiny_model)], 4, "only mean-of-words models"),
+        ([str(empty), "--model", "minilm"], 4, "cannot be adapted"),
+        ([str(tmp_path / "missing.jsonl")], 3, "missing.jsonl"),
+    ]
+    for args, code, words in cases:
+        r = cli("adapt", *args, "--out", str(tmp_path / "out"))
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == code and len(lines) == 1 and words in lines[0], (args, r.stderr)
