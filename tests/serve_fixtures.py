@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ def token_file(folder: Path) -> Path:
 
 @contextlib.contextmanager
 def serving(index: Path, token: Path | None = None, warm_up: bool = False,
-            rerank: str | None = None, **limits: int) -> Iterator[str]:
+            rerank: str | None = None, **limits: Any) -> Iterator[str]:
     """The base URL of a server over `index` while the block runs. No warm-up by default:
     its learned word counts can change a lexical plan (query.lexical), and the answers are
     compared with the CLI's, which never warms up."""
@@ -35,6 +36,7 @@ def serving(index: Path, token: Path | None = None, warm_up: bool = False,
     import uvicorn
 
     from qtsearch.serve.app import ServeConfig, create_app
+    from qtsearch.serve.guards import server_options
     from qtsearch.serve.limits import Limits
 
     config = ServeConfig(str(index), token_file=str(token) if token else None,
@@ -44,7 +46,8 @@ def serving(index: Path, token: Path | None = None, warm_up: bool = False,
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
+                                           **server_options(config.limits)))  # as serve runs
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -32,6 +32,14 @@ def serve(
                                                          "(413 above it), /add excepted."),
     max_add_bytes: int = typer.Option(16 << 20, min=1024,
                                       help="Largest POST /add body in bytes."),
+    max_results: int = typer.Option(10_000, min=1, help="Most results (queries × k) in one "
+                                                       "/search request (413 above it)."),
+    max_concurrent: int = typer.Option(64, min=1, help="Requests in progress per worker; "
+                                                      "beyond, 503 with Retry-After."),
+    allow_host: list[str] = typer.Option(
+        [], "--allow-host", help="A Host name (or address) to answer besides this machine's "
+                                 "loopback names and --host; repeatable; * answers any "
+                                 "(requests for other names get 400: DNS rebinding)."),
     access_log: bool = typer.Option(False, "--access-log", help="Log every request."),
     rerank: str | None = typer.Option(None, "--rerank",
                                       help="Load this encoder (e.g. minilm) to re-rank the "
@@ -51,6 +59,7 @@ def serve(
 
     from qtsearch.index.manifest import read_manifest
     from qtsearch.serve.app import CONFIG_ENV, ServeConfig, create_app, read_token
+    from qtsearch.serve.guards import server_options
     from qtsearch.serve.limits import Limits
 
     read_manifest(index)  # a missing or broken index fails here, in one line
@@ -58,9 +67,12 @@ def serve(
         read_token(token_file)
     config = ServeConfig(str(index), device, str(token_file) if token_file else None,
                          Limits(max_k, max_queries, max_body=max_body,
-                                max_add_bytes=max_add_bytes), rerank=rerank,
+                                max_add_bytes=max_add_bytes, max_results=max_results,
+                                max_concurrent=max_concurrent,
+                                allow_hosts=(*allow_host, host)), rerank=rerank,
                          rerank_depth=rerank_depth)
-    options = {"host": host, "port": port, "access_log": access_log, "log_level": "warning"}
+    options = {"host": host, "port": port, "access_log": access_log, "log_level": "warning",
+               **server_options(config.limits)}  # connection timeouts (serve.guards)
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}/"
     sock = _bind(host, port)  # a taken port fails here, before the model loads
     if host not in LOOPBACK:

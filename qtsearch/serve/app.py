@@ -38,6 +38,7 @@ from qtsearch.query.answers import (
 from qtsearch.query.filters import parse_where
 from qtsearch.query.rerank import RERANK_DEPTH, Reranker
 from qtsearch.query.search import Index
+from qtsearch.serve.guards import Guards
 from qtsearch.serve.limits import BodyLimit, HTTPError, Limits, error_body, status_of
 from qtsearch.serve.served import ServedIndex
 
@@ -136,7 +137,9 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
                                      "neighbours, analogies, context. The page is at /.")
     app.state.served = served
     app.add_middleware(BodyLimit, limit_for=lambda path: (
-        limits.max_add_bytes if path == "/add" else limits.max_body))
+        limits.max_add_bytes if path == "/add" else limits.max_body),
+        body_timeout=limits.body_timeout)
+    app.add_middleware(Guards, limits=limits, token=token, bind=None)  # outermost: runs first
     _errors(app)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
@@ -148,7 +151,12 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         """The CLI's JSON array; 400 when a query failed (the CLI's exit status 3), with the
         other queries still answered in it."""
         body = [answer_json(*a) for a in answers]
-        return JSONResponse(body, 400 if any(e for _, _, e in answers) else 200)
+        response = JSONResponse(body, 400 if any(e for _, _, e in answers) else 200)
+        if len(response.body) > limits.max_response_bytes:
+            raise HTTPError(413, f"answer of {len(response.body):,} bytes: at most "
+                                 f"{limits.max_response_bytes:,} (ask for fewer queries or a "
+                                 "smaller k)")
+        return response
 
     def search(queries: list[str | int], k: int, mode: str | None,
                where: dict[str, str | int], ids: bool, rerank: bool) -> JSONResponse:
@@ -162,6 +170,9 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         if len(queries) > limits.max_queries:
             raise HTTPError(413, f"{len(queries)} queries in one request: at most "
                                  f"{limits.max_queries}")
+        if len(queries) * k > limits.max_results:
+            raise HTTPError(413, f"{len(queries)} queries × k {k} = {len(queries) * k:,} "
+                                 f"results in one request: at most {limits.max_results:,}")
         with served.use() as idx:
             if not ids:
                 return respond(answer_queries(idx, [str(q) for q in queries], k, mode, where,

@@ -10,6 +10,7 @@ busy (another writer holds the index, or too many requests at once), with Retry-
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -41,6 +42,14 @@ class Limits:
     max_context: int = 50
     max_body: int = 1 << 20  # bytes of a request body, /add excepted
     max_add_bytes: int = 16 << 20  # bytes of a POST /add body
+    #: queries × k of one search: 100 queries at k=1000 took 10-42 s of CPU and answered 29 MB
+    max_results: int = 10_000
+    max_response_bytes: int = 8 << 20  # bytes of one answer's JSON
+    max_concurrent: int = 64  # requests in progress per worker process; beyond: 503
+    header_timeout: float = 10.0  # seconds for a request's head (guards.guarded_protocol)
+    body_timeout: float = 30.0  # seconds for a request's body (BodyLimit)
+    keep_alive_timeout: float = 5.0  # seconds an idle kept-alive connection stays open
+    allow_hosts: tuple[str, ...] = ()  # Host names answered besides loopback (guards.Guards)
 
 
 class HTTPError(Exception):
@@ -71,9 +80,11 @@ class BodyLimit:
     """ASGI middleware: a request body over its limit (by Content-Length, or as it arrives)
     is refused with 413 before the application reads it; a body within it is passed on."""
 
-    def __init__(self, app: ASGIApp, limit_for: Callable[[str], int]):
+    def __init__(self, app: ASGIApp, limit_for: Callable[[str], int],
+                 body_timeout: float = Limits.body_timeout):
         self.app = app
         self.limit_for = limit_for
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -86,8 +97,15 @@ class BodyLimit:
             await _refuse(send, limit)
             return
         body, more = b"", True
+        deadline = asyncio.get_running_loop().time() + self.body_timeout
         while more:
-            message = await receive()
+            try:  # a body trickling in at 1 byte/s must not hold a worker for ever
+                message = await asyncio.wait_for(
+                    receive(), max(0.0, deadline - asyncio.get_running_loop().time()))
+            except asyncio.TimeoutError:
+                await _refuse(send, limit, 408, f"request body not received within "
+                                                f"{self.body_timeout:g} s")
+                return
             if message["type"] != "http.request":  # the client went away
                 return
             body += message.get("body", b"")
@@ -107,9 +125,9 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-async def _refuse(send: Send, limit: int) -> None:
-    body = error_body(f"request body too large: at most {limit:,} bytes")
-    await send({"type": "http.response.start", "status": 413,
+async def _refuse(send: Send, limit: int, status: int = 413, message: str = "") -> None:
+    body = error_body(message or f"request body too large: at most {limit:,} bytes")
+    await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode()),
                             (b"connection", b"close")]})
