@@ -15,6 +15,7 @@ sentences of ../shared/data/wikipedia (qtsearch's sentence splitter), queries ar
 sentences after them and 14 everyday questions, top 50 (hybrid search's fetch); build time,
 disk, query p50/p95 wall time. One thread each.
 
+    pip install bm25s tantivy   # the engines compared (not qtsearch dependencies)
     nice -n 5 python benchmarks/lexical_engines.py --sentences 1000000 --work /tmp/qt-engines
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.util
 import itertools
 import json
 import math
@@ -279,6 +281,10 @@ def main() -> None:
     parser.add_argument("--skip-cost", action="store_true", help="SciFact quality only")
     args = parser.parse_args()
     engines = args.engines.split(",")
+    missing = [e for e in ("bm25s", "tantivy") if e in engines and not importlib.util.find_spec(e)]
+    if missing:  # benchmark-only packages, not qtsearch dependencies
+        print(f"skipping {', '.join(missing)}: pip install {' '.join(missing)}", file=sys.stderr)
+        engines = [e for e in engines if e not in missing]
     args.work.mkdir(parents=True, exist_ok=True)
     q = quality(engines, args.work)
     print("scifact", q, file=sys.stderr)
