@@ -37,6 +37,7 @@ from qtsearch.text.reader import (
     list_files,
     read_sentences,
 )
+from qtsearch.text.records import PASSAGE_WORDS, RecordFields
 
 
 @dataclass
@@ -141,7 +142,7 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
             first_doc = store.max_doc() + 1
             n = start
             sentences = read_sentences([str(f) for f in files], split=split_sentences,
-                                       fmt=input_format)
+                                       fmt=input_format, **manifest_read_options(manifest))
             with Progress(progress, console) as bars, bars.stage("add", None, "sentences") as adv:
                 for batch in _chunks(sentences, chunk):
                     vectors = encoder.encode([b.text for b in batch], batch_size,
@@ -168,6 +169,15 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
         raise
     swap_in(work, folder)
     return AddResult(folder, n - start, n, time.perf_counter() - t0, list(skipped.values()))
+
+
+def manifest_read_options(manifest: dict[str, Any]) -> dict[str, Any]:
+    """How the index read its documents (records' passages and fields, running text's
+    document unit), for `read_sentences`: `add` reads more text the same way."""
+    fields = manifest.get("record_fields") or [None, None, None]
+    return {"docs": manifest.get("docs", "file"),
+            "passage_words": manifest.get("passage_words", PASSAGE_WORDS),
+            "fields": RecordFields(*fields)}
 
 
 def fill_fts(store: MetadataStore, first_id: int) -> int:

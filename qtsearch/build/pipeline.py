@@ -63,7 +63,8 @@ from qtsearch.index.transform import (
     auto_fit,
     canonical_fit,
 )
-from qtsearch.text.reader import check_format, list_files, read_sentences
+from qtsearch.text.reader import check_docs, check_format, list_files, read_sentences
+from qtsearch.text.records import PASSAGE_WORDS, RecordFields
 
 if TYPE_CHECKING:
     from qtsearch.encode.encoder import ExternalEncoder
@@ -102,7 +103,19 @@ class IndexConfig:
     batch_size: int = 512  # sentences per embedding batch
     overwrite: bool = False
     fit: str = DEFAULT_FIT  # auto | none | centre | abtt:D | whiten:K (index.transform)
-    input_format: str = "auto"  # auto | text | wikiextractor (text.reader.FORMATS)
+    input_format: str = "auto"  # auto | text | wikiextractor | records (text.reader.FORMATS)
+    docs: str = "file"  # running text: file | paragraph is one document (text.reader.DOC_UNITS)
+    passage_words: int = PASSAGE_WORDS  # records: words per passage (0: one passage a record)
+    id_field: str | None = None  # records: the id, title and text fields (None: common names)
+    title_field: str | None = None
+    text_field: str | None = None
+
+    def read_options(self) -> dict[str, Any]:
+        """How the corpus is read: `read_sentences`' keyword arguments (also what the
+        manifest records, so that `add` reads more text the same way)."""
+        return {"split": self.split_sentences, "fmt": self.input_format, "docs": self.docs,
+                "passage_words": self.passage_words,
+                "fields": RecordFields(self.id_field, self.title_field, self.text_field)}
 
 
 @dataclass
@@ -154,6 +167,7 @@ class Builder:
             raise UsageError(f"--index must be auto or one of {', '.join(INDEX_TYPES)}, "
                              f"not {config.index!r}")
         check_format(config.input_format)
+        check_docs(config.docs)
         self.config = config
         self.out = Path(config.out) if config.out else default_out(config.corpus)
         self.partial = self.out.with_name(self.out.name + ".partial")
@@ -181,7 +195,8 @@ class Builder:
         c = self.config
         basis = {"corpus": [(x["path"], x["sha256"]) for x in corpus],
                  "model": encoder.fingerprint, "split": c.split_sentences,
-                 "format": c.input_format,
+                 "format": c.input_format, "docs": c.docs, "passage_words": c.passage_words,
+                 "fields": (c.id_field, c.title_field, c.text_field),
                  "shard_size": c.shard_size, "batch_size": c.batch_size,
                  "precision": c.precision, "device": str(encoder.device.type)}
         return hashlib.sha256(repr(sorted(basis.items())).encode()).hexdigest()[:16]
@@ -198,8 +213,7 @@ class Builder:
         open_ends = 0  # lines that run on into the next one (one-a-line input only)
         run_on = False  # the previous line did not end like a sentence
         with self.progress.stage("read", sum(sizes.values()) / 1e6, "MB") as advance:
-            for s in read_sentences([str(f) for f in files], split=c.split_sentences,
-                                    fmt=c.input_format):
+            for s in read_sentences([str(f) for f in files], **c.read_options()):
                 if not c.split_sentences and s.title is None:  # WikiExtractor is split
                     open_ends += run_on and s.text[:1].islower()
                     run_on = not SENTENCE_END.search(s.text)
@@ -371,6 +385,8 @@ class Builder:
             model={"path": model_spec(encoder), "name": encoder.name,
                    "fingerprint": encoder.fingerprint, "dim": encoder.dim},
             corpus=corpus, split_sentences=c.split_sentences, input_format=c.input_format,
+            docs=c.docs, passage_words=c.passage_words,
+            record_fields=[c.id_field, c.title_field, c.text_field],
             stages=dict(self.state["stages"]), created=now(), fts=True,
             build={**build_fields(info), "embed_device": str(encoder.device),
                    "shard_size": c.shard_size,

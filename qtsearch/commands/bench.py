@@ -1,5 +1,6 @@
 """`qtsearch bench analogy build|run`: the Yelp sentence-analogy benchmark (paper appendix A);
-`qtsearch bench relevance`: retrieval quality through the engine (index + search modes)."""
+`qtsearch bench relevance`: retrieval quality through the engine (index + search modes);
+`qtsearch bench retrieval`: document retrieval on BEIR-format collections."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from rich.table import Table
 
 from qtsearch.commands.common import err, out, print_json
 from qtsearch.errors import OutputError, UsageError
+from qtsearch.text.records import PASSAGE_WORDS
 
 
 def _paragraphs(text: str) -> str:
@@ -229,6 +231,82 @@ def relevance(
         view.add_column(name, no_wrap=i < 2, justify="left" if i < 2 else "right")
     for row, top in zip(rows, best, strict=True):
         view.add_row(*(f"[bold]{c}[/bold]" if i in top else c for i, c in enumerate(row)))
+    out.print(view)
+
+
+RETRIEVAL_HELP = _paragraphs("""Document retrieval on BEIR-format collections, through the
+engine: each corpus.jsonl(.gz) is indexed as records (`build-index`, passages of
+--passage-words words that start with their title) and every query searched by document
+(`search --by doc`), one at a time.
+
+Reported per collection and system: nDCG@10 (graded gains, as BEIR), recall@100, MRR@10 and
+the query's p50 in ms (k=100 documents, one query a call, after warm-up). Systems: every mode
+of each --model, the semantic mode of each --baselines encoder, and BM25 (the lexical mode)
+once; the published test-split figures of BM25 and all-MiniLM-L6-v2 are printed beside for
+orientation. The split defaults to the first of dev, train, test the collection has: tune on
+development splits, keep the test queries held out. Indexes are cached per corpus, encoder,
+passage size and build code under $QTSEARCH_CACHE/retrieval: a rerun only searches.""")
+
+
+@bench_app.command("retrieval", help=RETRIEVAL_HELP)
+def retrieval(
+    folders: list[Path] = typer.Argument(..., help="BEIR-format folders (corpus.jsonl[.gz], "
+                                                   "queries.jsonl, qrels/SPLIT.tsv)."),
+    models: list[str] = typer.Option(["default"], "--model", "-m",
+                                     help="Model folder or encoder name (repeatable); each is "
+                                          "run in every search mode."),
+    baselines: str = typer.Option("minilm,model2vec",
+                                  help="Comma-separated encoders run in semantic mode (glove, "
+                                       "minilm, model2vec or model folders); 'none' for none."),
+    systems: str | None = typer.Option(None, help="Exact systems instead, MODEL:MODE "
+                                                  "comma-separated (e.g. default:hybrid)."),
+    split: str | None = typer.Option(None, help="Judgments to score (default: dev, else "
+                                                "train, else test)."),
+    passage_words: int = typer.Option(PASSAGE_WORDS, help="Words per indexed passage "
+                                                          "(0: one passage a document)."),
+    as_json: bool = typer.Option(False, "--json", help="Print all figures as JSON."),
+    markdown: Path | None = typer.Option(None, help="Also write the table as Markdown here."),
+    rebuild: bool = typer.Option(False, help="Build every index again, ignoring the cache."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    from qtsearch.evaluation.relevance.runner import parse_systems
+    from qtsearch.evaluation.retrieval import beir
+    from qtsearch.evaluation.retrieval.runner import run_benchmark
+
+    names = [b.strip() for b in baselines.split(",") if b.strip() not in ("", "none")]
+    chosen = parse_systems(models, names, systems.split(",") if systems else ())
+    collections = [beir.load(f, split) for f in folders]
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
+            "{task.completed}/{task.total}"), TimeRemainingColumn(), console=err,
+            disable=quiet, transient=True) as bar:
+        def on_system(coll: str, label: str, n: int):
+            task = bar.add_task(f"{coll} · {label}", total=n)
+            return lambda k: bar.advance(task, k)
+
+        run = run_benchmark(collections, chosen, passage_words, device, rebuild,
+                            progress=not quiet, console=err, on_system=on_system)
+    header = ["collection", "system", *beir.METRICS, "p50 ms"]
+    rows = []
+    for coll in collections:
+        for label, cell in run.results[coll.name].items():
+            rows.append([f"{coll.name} ({coll.split}, {len(coll.queries)} q)", label,
+                         *(f"{cell[m]:.3f}" for m in beir.METRICS), f"{cell['p50_ms']:.1f}"])
+        for label, figure in beir.PUBLISHED.get(coll.name, {}).items():
+            rows.append([f"{coll.name} (test, published)", label, f"{figure:.3f}", "", "", ""])
+    if markdown is not None:
+        lines = ["| " + " | ".join(header) + " |",
+                 "|" + "|".join(["---"] * 2 + ["---:"] * (len(header) - 2)) + "|",
+                 *("| " + " | ".join(r) + " |" for r in rows)]
+        write_text(markdown, "\n".join(lines) + "\n")
+    if as_json:
+        print_json(run.to_json())
+        return
+    view = Table(title="Retrieval (documents)", box=box.SIMPLE_HEAD)
+    for i, name in enumerate(header):
+        view.add_column(name, no_wrap=i < 2, justify="left" if i < 2 else "right")
+    for r in rows:
+        view.add_row(*r)
     out.print(view)
 
 

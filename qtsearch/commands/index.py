@@ -12,6 +12,7 @@ from qtsearch.build.state import STAGES
 from qtsearch.commands.common import err, out
 from qtsearch.errors import OutputError
 from qtsearch.index.manifest import META_FILE, read_manifest
+from qtsearch.text.records import PASSAGE_WORDS
 
 # The builders (torch, faiss, SQLAlchemy, numpy) are imported in the commands that run them, so
 # that `qtsearch --help` and every other command start without them; hence --fit's default is
@@ -20,18 +21,36 @@ from qtsearch.index.manifest import META_FILE, read_manifest
 BUILD_HELP = (
     "Turn a corpus into a searchable index (FAISS vectors + SQLite metadata).\n\n"
     "CORPUS is one or more files or folders (plain or .gz): one sentence per line with a blank "
-    "line between documents, running text with --split-sentences, or WikiExtractor output "
-    "(recognised by its <doc …> lines: each article a document, its title, id, url and "
-    "section headings kept as metadata). Every sentence keeps its source file, line, "
-    "document and position.\n\n"
+    "line between documents, running text with --split-sentences (a file is a document, or "
+    "each paragraph with --docs paragraph), WikiExtractor output (recognised by its <doc …> "
+    "lines: each article a document, its title, id, url and section headings kept as "
+    "metadata), or records: JSON Lines, CSV/TSV or Parquet files (BEIR's corpus.jsonl as it "
+    "is), one document a record with an id, a title and a text field, indexed as passages of "
+    "up to --passage-words words that start with the title. Every sentence or passage keeps "
+    "its source file, line, document and position.\n\n"
     "The index folder (default indexes/<corpus name>/) holds index.faiss, meta.sqlite, "
     "manifest.json and config.json. Builds are atomic and resumable: after an interruption, "
     "the same command continues from the finished shards."
 )
 
 FORMAT_OPT = typer.Option(
-    "auto", "--format", help="auto | text | wikiextractor. auto: WikiExtractor where a file "
-    "starts with a <doc …> line, else text (lines, or running text with --split-sentences).")
+    "auto", "--format", help="auto | text | wikiextractor | records. auto: records where the "
+    "file name ends in .jsonl, .ndjson, .csv, .tsv or .parquet (optionally .gz), WikiExtractor "
+    "where a file starts with a <doc …> line, else text (lines, or running text with "
+    "--split-sentences).")
+DOCS_OPT = typer.Option(
+    "file", "--docs", help="With --split-sentences: what one document is, file | paragraph "
+    "(paragraphs separated by blank lines).")
+PASSAGE_OPT = typer.Option(
+    PASSAGE_WORDS, "--passage-words", help="Records: a document's sentences are grouped into "
+    "passages of at most this many words (0: one passage a document).")
+ID_FIELD_OPT = typer.Option(
+    None, "--id-field", help="Records: the id field (default: _id, id, doc_id or docid).")
+TITLE_FIELD_OPT = typer.Option(
+    None, "--title-field", help="Records: the title field (default: title, name or headline).")
+TEXT_FIELD_OPT = typer.Option(
+    None, "--text-field", help="Records: the text field (default: text, body, content, "
+    "abstract or contents).")
 
 
 def _size(n: float) -> str:
@@ -73,7 +92,8 @@ def summary_table(manifest: dict[str, Any], bytes_on_disk: int, resumed: bool = 
 
 
 def build_index_cmd(
-    corpus: list[Path] = typer.Argument(..., help="Text files or folders (plain or .gz)."),
+    corpus: list[Path] = typer.Argument(
+        ..., help="Text or records files, or folders of them (plain or .gz)."),
     model: Path | None = typer.Option(
         None, "--model", "-m", help="Trained model folder (default: the shipped model)."),
     out_dir: Path | None = typer.Option(
@@ -101,6 +121,11 @@ def build_index_cmd(
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Replace an existing index (kept until the new one is done)."),
     input_format: str = FORMAT_OPT,
+    docs: str = DOCS_OPT,
+    passage_words: int = PASSAGE_OPT,
+    id_field: str | None = ID_FIELD_OPT,
+    title_field: str | None = TITLE_FIELD_OPT,
+    text_field: str | None = TEXT_FIELD_OPT,
     engine: str = typer.Option(
         "local", "--engine", help="local | ray: ray embeds the shards and fills the index on a "
         "Ray cluster (extra [ray]); the same index as local."),
@@ -124,7 +149,9 @@ def build_index_cmd(
         corpus=[str(p) for p in corpus], model=str(model) if model else None,
         out=str(out_dir) if out_dir else None, index=index, split_sentences=split_sentences,
         device=device, precision=precision, parquet=parquet, shard_size=shard_size,
-        batch_size=batch_size, overwrite=overwrite, fit=fit, input_format=input_format)
+        batch_size=batch_size, overwrite=overwrite, fit=fit, input_format=input_format,
+        docs=docs, passage_words=passage_words, id_field=id_field, title_field=title_field,
+        text_field=text_field)
     result = build_on(engine, config, RayOptions(address, workers, gpus_per_worker),
                       progress=not quiet, console=err, wait=None if wait else 0.0)
     if not quiet:

@@ -34,6 +34,10 @@ WHERE_OPT = typer.Option(None, "--where", "-w",
                               "(file name or full path), doc=N, line=N, position=N or any "
                               "other column of the index (Wikipedia: title=…, doc_id=…, "
                               "url=…, section=…). Repeatable (all must hold).")
+BY_OPT = typer.Option("passage", "--by",
+                      help="passage | doc. doc: one hit per document (records, articles, "
+                           "files or blank-line-separated blocks), ranked by its best passage; "
+                           "--json adds each document's other matching `passages`.")
 MODEL_OPT = model_option(help="Model folder; default: the one recorded in the index. It must "
                               "be the model the index was built with.")
 DEVICE_OPT = typer.Option("cpu", help="cpu | cuda | auto. One query encodes in milliseconds "
@@ -116,6 +120,7 @@ def search(
     k: int = K_OPT,
     old_k: int | None = OLD_K_OPT,
     mode: str | None = MODE_OPT,
+    by: str = BY_OPT,
     where: list[str] | None = WHERE_OPT,
     ids: bool = typer.Option(False, "--ids",
                              help="QUERIES are ids of stored sentences: find their neighbours "
@@ -159,7 +164,7 @@ def search(
             _print(answer_ids(idx, as_ids, k, filters), as_json,
                    [f"neighbours of {r.id}: {r.text}" for r in idx.get(as_ids)])
             return
-        _print(answer_queries(idx, queries, k, mode, filters, reranker), as_json)
+        _print(answer_queries(idx, queries, k, mode, filters, reranker, by), as_json)
 
 
 def analogy(

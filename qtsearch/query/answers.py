@@ -21,12 +21,13 @@ Answer = tuple[str | int, Results | None, QTSearchError | None]
 
 def answer_queries(index: Index, queries: Sequence[str], k: int, mode: str | None = None,
                    where: Mapping[str, str | int] | None = None,
-                   rerank: Reranker | None = None) -> list[Answer]:
-    """Each query searched on its own, so that one bad query fails alone."""
+                   rerank: Reranker | None = None, by: str = "passage") -> list[Answer]:
+    """Each query searched on its own, so that one bad query fails alone (`by`: passages
+    or documents, as `Index.search`)."""
     answers: list[Answer] = []
     for q in queries:
         try:
-            answers.append((q, index.search([q], k, mode, where, rerank)[0], None))
+            answers.append((q, index.search([q], k, mode, where, rerank, by)[0], None))
         except InputError as e:  # this query's fault: answer the others
             answers.append((q, None, e))
     return answers

@@ -49,14 +49,21 @@ class Hit(Record):
 
     score: float = 0.0
     legs: dict[str, float] | None = None
+    #: In results by document: the document's other matching passages, best first.
+    passages: tuple[Hit, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape scripts rely on: id, score, text, source, line, doc, position (then
-        title, url, doc_id, section for Wikipedia sentences), legs."""
+        title, url, doc_id, section for Wikipedia sentences and records), legs; in results by
+        document also `passages`, the document's other matching passages."""
         d = super().to_dict()
         d.pop("score")
         legs = d.pop("legs")
-        return {"id": d.pop("id"), "score": self.score, **d, "legs": legs}
+        d.pop("passages")
+        shaped = {"id": d.pop("id"), "score": self.score, **d, "legs": legs}
+        if self.passages is not None:
+            shaped["passages"] = [p.to_dict() for p in self.passages]
+        return shaped
 
 
 class Results(list[Hit]):

@@ -11,6 +11,7 @@ types). `where` filters on metadata columns (qtsearch.query.filters) with exact 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -38,6 +39,13 @@ from qtsearch.text.tokenizer import tokenize
 
 log = logging.getLogger("qtsearch")
 MODES = ("hybrid", "semantic", "lexical")
+#: What a result is: a stored passage (sentence), or a document ranked by its best passage.
+UNITS = ("passage", "doc")
+#: Passages a result by document keeps beside its best one.
+DOC_PASSAGES = 3
+#: Passages fetched per result wanted, so that k distinct texts (or documents) remain after
+#: duplicates (and a document's other passages) are folded away.
+FETCH_PER_RESULT = {"passage": 2, "doc": 4}
 #: The fusion of the hybrid mode, chosen on paraphrase retrieval (README, "Hybrid search").
 DEFAULT_FUSION = "convex"
 #: Queries are encoded one or a few at a time, where bf16 autocast costs more than it saves:
@@ -53,6 +61,29 @@ NO_FTS = ("has no full-text table, so it answers semantic search only; rebuild i
 def _normalise(v: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(v, axis=-1, keepdims=True)
     return (v / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
+
+def fold(results: Results, k: int, by: str) -> Results:
+    """The first `k` hits of `results` with each text shown once (equal up to spacing and
+    case) and, `by` "doc", each document once: its best passage, the others in `passages`."""
+    seen: set[str] = set()
+    docs: dict[int, list[Hit]] = {}
+    order: list[Hit] = []
+    for hit in results:
+        key = " ".join(hit.text.casefold().split())
+        if key in seen:
+            continue
+        seen.add(key)
+        if by == "doc":
+            if hit.doc in docs:
+                docs[hit.doc].append(hit)
+                continue
+            docs[hit.doc] = [hit]
+        order.append(hit)
+    if by == "doc":
+        order = [dataclasses.replace(h, passages=tuple(docs[h.doc][1:1 + DOC_PASSAGES]))
+                 for h in order[:k]]
+    return Results(order[:k], results.note)
 
 
 def _same_sentence(a: str, b: str) -> bool:
@@ -202,19 +233,38 @@ class Index:
 
     def search(self, sentences: str | Sequence[str], k: int = 10, mode: str | None = None,
                where: Mapping[str, str | int] | None = None,
-               rerank: Reranker | None = None) -> list[Results]:
-        """The k best stored sentences for each query sentence, best first.
+               rerank: Reranker | None = None, by: str = "passage") -> list[Results]:
+        """The k best stored sentences (passages) or documents for each query, best first.
 
         `mode`: one of MODES (None: hybrid where the index has a full-text table, else
         semantic). `where`: metadata filters, column -> value, AND-ed (e.g. {"source":
         "emma.txt"}). `rerank`: re-score the first `rerank.depth` hits with its encoder
-        (qtsearch.query.rerank). A query most of whose words the model does not know is
-        searched lexically only in hybrid mode, and its Results carry a `note` saying so."""
-        mode = self.resolve_mode(mode)
+        (qtsearch.query.rerank). `by`: one of UNITS; "doc" ranks documents by their best
+        passage, each hit then carries the document's other matching `passages`. A text
+        stored more than once is shown once. A query most of whose words the model does not
+        know is searched lexically only in hybrid mode, and its Results carry a `note`."""
+        if by not in UNITS:
+            raise UsageError(f"unknown result unit {by!r}; choose from {', '.join(UNITS)}")
         k = self._clamp(k)
+        if rerank is not None:  # the first stage's `depth` best, each text (document) once
+            texts = [sentences] if isinstance(sentences, str) else list(sentences)
+            return rerank(texts, self.search(texts, max(k, rerank.depth), mode, where,
+                                             by=by), k)
+        fetch = min(self.count, k * FETCH_PER_RESULT[by] + 10)
+        while True:
+            found = self._search(sentences, fetch, mode, where)
+            folded = [fold(results, k, by) for results in found]
+            # a list folded below k while its leg had more to give: fetch deeper (rare: many
+            # copies of one text, or one document's passages filling the list)
+            if fetch >= self.count or all(len(f) >= k or len(r) < fetch
+                                          for f, r in zip(folded, found, strict=True)):
+                return folded
+            fetch = min(self.count, fetch * 4)
+
+    def _search(self, sentences: str | Sequence[str], k: int, mode: str | None,
+                where: Mapping[str, str | int] | None) -> list[Results]:
+        mode = self.resolve_mode(mode)
         texts = [self._text(s) for s in ([sentences] if isinstance(sentences, str) else sentences)]
-        if rerank is not None:
-            return rerank(texts, self.search(texts, max(k, rerank.depth), mode, where), k)
         flt = self.filter_for(where)
         fetch = max(k, min(CANDIDATES, self.count)) if mode == "hybrid" else k
         # the lexical leg first (the longer one at 1M): its thread runs beside all that follows

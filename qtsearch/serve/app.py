@@ -93,6 +93,8 @@ class SearchBody(BaseModel):
         None, description='Filters, all of which must hold: {"source": "emma.txt"} or '
                           '["source=emma.txt", "doc=3"].')
     ids: bool = Field(False, description="q holds ids of stored sentences: their neighbours.")
+    by: str = Field("passage", description="passage | doc: one hit per document, ranked by "
+                                           "its best passage, with its other `passages`.")
     rerank: bool = Field(False, description="Re-rank the first hits with the server's "
                                             "re-ranker (`serve --rerank`).")
 
@@ -159,7 +161,8 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         return response
 
     def search(queries: list[str | int], k: int, mode: str | None,
-               where: dict[str, str | int], ids: bool, rerank: bool) -> JSONResponse:
+               where: dict[str, str | int], ids: bool, rerank: bool,
+               by: str = "passage") -> JSONResponse:
         check_k(k)
         if not queries:
             raise UsageError("no query: give q")
@@ -176,7 +179,7 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         with served.use() as idx:
             if not ids:
                 return respond(answer_queries(idx, [str(q) for q in queries], k, mode, where,
-                                              reranker if rerank else None))
+                                              reranker if rerank else None, by))
             try:
                 return respond(answer_ids(idx, [_as_id(q) for q in queries], k, where))
             except InputError as e:
@@ -190,16 +193,18 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
     def search_get(q: list[str] = Query(description="Query sentence; repeat for several."),
                    k: int = 10, mode: str | None = None,
                    where: list[str] = Query([], description="COLUMN=VALUE; repeatable."),
-                   ids: bool = False, rerank: bool = False) -> JSONResponse:
-        """The best-matching stored sentences for each query: `qtsearch search --json`."""
-        return search(list(q), k, mode, parse_where(where), ids, rerank)
+                   ids: bool = False, rerank: bool = False,
+                   by: str = "passage") -> JSONResponse:
+        """The best-matching stored sentences (`by=doc`: documents) for each query:
+        `qtsearch search --json`."""
+        return search(list(q), k, mode, parse_where(where), ids, rerank, by)
 
     @app.post("/search")
     def search_post(body: SearchBody) -> JSONResponse:
         """The same as GET /search, with the query or queries in a JSON body."""
         where = body.where if isinstance(body.where, dict) else parse_where(body.where)
         queries = body.q if isinstance(body.q, list) else [body.q]
-        return search(queries, body.k, body.mode, where, body.ids, body.rerank)
+        return search(queries, body.k, body.mode, where, body.ids, body.rerank, body.by)
 
     @app.post("/analogy")
     def analogy(body: AnalogyBody) -> JSONResponse:

@@ -5,9 +5,16 @@ Three layouts:
 - running text (`split=True`): paragraphs separated by blank lines, split into sentences;
 - WikiExtractor output (qtsearch.text.wikiextractor), recognised by its first line
   (`fmt="auto"`) or required (`fmt="wikiextractor"`): each article a document whose title, id
-  and url (and the section heading above each sentence) travel with its sentences.
+  and url (and the section heading above each sentence) travel with its sentences;
+- records (qtsearch.text.records: JSON Lines, CSV/TSV, Parquet), recognised by the file name
+  (`fmt="auto"`) or required (`fmt="records"`): each record a document of passages that keep
+  its id and title.
 
-Each file starts a new document. Messy input is repaired with a warning that names the file
+In text files a blank line ends a document (`split=False`) or each file is one document
+(`split=True`, running text: blank lines end paragraphs), unless `docs="paragraph"` makes each
+paragraph of running text a document of its own. Each file starts a new document.
+
+Messy input is repaired with a warning that names the file
 and line (invalid UTF-8, NUL bytes, a byte-order mark, CRLF, over-long lines); input that
 cannot be text (binary, truncated gzip, missing) raises `InputError`.
 """
@@ -24,6 +31,13 @@ from functools import partial
 from pathlib import Path
 
 from qtsearch.errors import InputError, UsageError
+from qtsearch.text.records import (
+    PASSAGE_WORDS,
+    RECORD_SUFFIXES,
+    RecordFields,
+    is_records,
+    read_records,
+)
 from qtsearch.text.splitter import split_sentences
 from qtsearch.text.wikiextractor import Article, doc_tag, wiki_sentences
 
@@ -36,9 +50,12 @@ MAX_SENTENCE_CHARS = 10_000
 MAX_PARAGRAPH_CHARS = 1_000_000
 #: File name endings read when a folder is given.
 TEXT_SUFFIXES = (".txt", ".txt.gz", ".text", ".gz")
-#: Input formats: auto (WikiExtractor where a file starts with `<doc …>`, else text), text
-#: (lines or running text, as `split` says), wikiextractor (every file must be one).
-FORMATS = ("auto", "text", "wikiextractor")
+#: Input formats: auto (records by file name, WikiExtractor where a file starts with `<doc …>`,
+#: else text), text (lines or running text, as `split` says), wikiextractor (every file must be
+#: one), records (every file must be JSON Lines, CSV/TSV or Parquet).
+FORMATS = ("auto", "text", "wikiextractor", "records")
+#: What a document is in running text (`split=True`): a whole file, or each paragraph.
+DOC_UNITS = ("file", "paragraph")
 #: The fields of `Sentence` that only WikiExtractor input fills (None for other text).
 ARTICLE_FIELDS = ("title", "url", "doc_id", "section")
 _WARN_LIMIT = 5
@@ -73,7 +90,7 @@ def list_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
                 for f in p.rglob("*")
                 if f.is_file()
                 and not f.name.startswith(".")
-                and f.name.lower().endswith(TEXT_SUFFIXES)
+                and f.name.lower().endswith(TEXT_SUFFIXES + RECORD_SUFFIXES)
             )
             if not found:
                 raise InputError(f"{p}: folder holds no text files ({', '.join(TEXT_SUFFIXES)})")
@@ -201,9 +218,10 @@ def _file_sentences_lines(lines: _Lines) -> Iterator[tuple[int, int, str]]:
         new_doc = 0
 
 
-def _file_sentences_split(lines: _Lines) -> Iterator[tuple[int, int, str]]:
+def _file_sentences_split(lines: _Lines, paragraph_docs: bool = False
+                          ) -> Iterator[tuple[int, int, str]]:
     """(document break?, line, text) for running text: paragraphs joined, then split into
-    sentences."""
+    sentences (`paragraph_docs`: each paragraph starts a document)."""
     buf: list[str] = []
     starts: list[tuple[int, int]] = []  # (char offset in paragraph, line number)
     size = 0
@@ -211,10 +229,12 @@ def _file_sentences_split(lines: _Lines) -> Iterator[tuple[int, int, str]]:
     def flush() -> Iterator[tuple[int, int, str]]:
         para = " ".join(buf)
         k = 0
+        brk = int(paragraph_docs)
         for off, sent in split_sentences(para):
             while k + 1 < len(starts) and starts[k + 1][0] <= off:
                 k += 1
-            yield 0, starts[k][1], _clip(lines, starts[k][1], sent)
+            yield brk, starts[k][1], _clip(lines, starts[k][1], sent)
+            brk = 0
         buf.clear()
         starts.clear()
 
@@ -241,6 +261,12 @@ def check_format(fmt: str) -> None:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
 
 
+def check_docs(docs: str) -> None:
+    """UsageError unless `docs` is one of DOC_UNITS."""
+    if docs not in DOC_UNITS:
+        raise UsageError(f"--docs must be one of {', '.join(DOC_UNITS)}, not {docs!r}")
+
+
 def is_wikiextractor(path: str | os.PathLike) -> bool:
     """Whether the file's first non-blank line is a WikiExtractor `<doc id=… …>` line."""
     lines = iter(_Lines(Path(path)))
@@ -251,9 +277,19 @@ def is_wikiextractor(path: str | os.PathLike) -> bool:
     return doc_tag(first) is not None
 
 
-def _file_sentences(path: Path, split: bool, fmt: str
+def _file_sentences(path: Path, split: bool, fmt: str, docs: str = "file",
+                    fields: RecordFields = RecordFields(), passage_words: int = PASSAGE_WORDS,
                     ) -> Iterator[tuple[int, int, str, Article | None, str | None]]:
     """(document break?, line, text, article, section) of one file in format `fmt`."""
+    if fmt == "records" or (fmt == "auto" and is_records(path)):
+        if not is_records(path):
+            raise InputError(f"{path}: not a records file (its name must end in "
+                             f"{', '.join(RECORD_SUFFIXES)})")
+        record = 0
+        for p in read_records(path, fields, passage_words):
+            yield (p.record != record), p.record, p.text, Article(p.doc_id, None, p.title), None
+            record = p.record
+        return
     lines = _Lines(path)
     wiki = fmt != "text" and is_wikiextractor(path)
     if fmt == "wikiextractor" and not wiki:
@@ -262,22 +298,26 @@ def _file_sentences(path: Path, split: bool, fmt: str
     if wiki:
         yield from wiki_sentences(lines, partial(_clip, lines))
         return
-    gen = _file_sentences_split(lines) if split else _file_sentences_lines(lines)
+    gen = (_file_sentences_split(lines, docs == "paragraph") if split
+           else _file_sentences_lines(lines))
     for brk, lineno, text in gen:
         yield brk, lineno, text, None, None
 
 
 def read_sentences(
     paths: Iterable[str | os.PathLike], split: bool = False, strict_empty: bool = True,
-    fmt: str = "auto",
+    fmt: str = "auto", docs: str = "file", fields: RecordFields = RecordFields(),
+    passage_words: int = PASSAGE_WORDS,
 ) -> Iterator[Sentence]:
-    """Yield every sentence of the corpus in reading order (`split`: text files are running
-    text; `fmt`: one of FORMATS).
+    """Yield every sentence (or record passage) of the corpus in reading order (`split`: text
+    files are running text; `fmt`: one of FORMATS; `docs`: one of DOC_UNITS, for running
+    text; `fields`, `passage_words`: how records are read, qtsearch.text.records).
 
     Raises InputError for missing, binary or corrupt files, and (at the end) when the whole
     corpus holds no sentence. A named file with no sentence is an error when `strict_empty`.
     """
     check_format(fmt)
+    check_docs(docs)
     files = list_files(paths)
     named = {Path(p) for p in paths if Path(p).is_file()}
     doc = -1
@@ -286,7 +326,8 @@ def read_sentences(
         position = 0
         count = 0
         first = True
-        for brk, lineno, text, article, section in _file_sentences(path, split, fmt):
+        for brk, lineno, text, article, section in _file_sentences(
+                path, split, fmt, docs, fields, passage_words):
             if first or brk:
                 doc += 1
                 position = 0

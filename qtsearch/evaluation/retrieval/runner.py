@@ -1,0 +1,141 @@
+"""Systems side by side on BEIR collections: one index per collection and model, built from the
+corpus file as records exactly as `qtsearch build-index corpus.jsonl.gz --model M` would, and
+every chosen mode searched by document (`search --by doc`), one query at a time (timed).
+
+Systems are those of `qtsearch bench relevance` (qtsearch.evaluation.relevance.runner): each
+model in every mode, each baseline encoder in semantic mode, and "BM25 (lexical)" once.
+Indexes are cached under `$QTSEARCH_CACHE/retrieval/` per corpus, encoder, passage size and the
+code from text to index, so a rerun only searches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qtsearch.build.pipeline import IndexConfig, build_index
+from qtsearch.encode.baselines import cache_dir
+from qtsearch.encode.encoder import load_encoder
+from qtsearch.errors import InputError, QTSearchError
+from qtsearch.evaluation.relevance.indexes import build_code_key, encoder_key
+from qtsearch.evaluation.relevance.runner import LEXICAL, System, WarningCounter
+from qtsearch.evaluation.retrieval.beir import METRICS, PUBLISHED, Collection, scores
+from qtsearch.index.manifest import read_manifest
+from qtsearch.query.search import QUERY_PRECISION, Index
+from qtsearch.text.records import PASSAGE_WORDS
+
+#: Documents ranked per query (recall@100 needs 100).
+DEPTH = 100
+
+
+@dataclass
+class RetrievalRun:
+    """{collection: {system label: {metric: value, "p50_ms": …}}} and what was built."""
+
+    collections: list[Collection]
+    systems: list[System]
+    passage_words: int = PASSAGE_WORDS
+    results: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    builds: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"results": self.results, "builds": self.builds,
+                "collections": {c.name: {"split": c.split, "queries": len(c.queries),
+                                         "published_test_ndcg10": PUBLISHED.get(c.name, {})}
+                                for c in self.collections},
+                "systems": [{"label": s.label, "model": s.model, "mode": s.mode}
+                            for s in self.systems],
+                "passage_words": self.passage_words}
+
+
+def _model_arg(model: str) -> str | None:
+    return None if model == "default" else model
+
+
+def collection_index(coll: Collection, model: str | None, name: str, fingerprint: str,
+                     passage_words: int = PASSAGE_WORDS, device: str = "auto",
+                     rebuild: bool = False, progress: bool = True,
+                     console: Any = None) -> tuple[Path, bool]:
+    """(index folder, whether it was built now) of the collection's corpus with `model`."""
+    digest = hashlib.sha256(
+        f"{coll.corpus.resolve()}|{coll.corpus.stat().st_size}|{fingerprint}|{passage_words}|"
+        f"{build_code_key()}".encode()).hexdigest()[:16]
+    folder = cache_dir("retrieval", "indexes") / f"{coll.name}-{name}-{digest}"
+    if not rebuild:
+        try:
+            read_manifest(folder)
+            return folder, False
+        except QTSearchError:
+            pass
+    build_index(IndexConfig(corpus=[str(coll.corpus)], model=model, out=str(folder),
+                            device=device, overwrite=True, input_format="records",
+                            passage_words=passage_words), progress=progress, console=console)
+    return folder, True
+
+
+def run_queries(index: Index, coll: Collection, mode: str,
+                advance: Callable[[int], None] | None = None,
+                lexical_weight: float | None = None) -> dict[str, float]:
+    """Every query of the collection, searched by document one at a time; a query the index
+    refuses (InputError, e.g. no known word in semantic mode) scores 0 and counts in
+    `failed`. `lexical_weight` overrides the hybrid fusion's weight (tuning)."""
+    if lexical_weight is not None:
+        index.lexical_weight = lexical_weight
+    totals = dict.fromkeys(METRICS, 0.0)
+    times, failed = [], 0
+    with WarningCounter().attached():
+        for qid, text in coll.queries.items():
+            start = time.perf_counter()
+            try:
+                hits = index.search([text], DEPTH, mode, by="doc")[0]
+            except InputError:
+                hits, failed = [], failed + 1
+            times.append(time.perf_counter() - start)
+            ranked = [h.doc_id for h in hits if h.doc_id is not None]
+            for m, v in scores(ranked, coll.qrels[qid]).items():
+                totals[m] += v
+            if advance:
+                advance(1)
+    n = len(coll.queries)
+    return {**{m: v / n for m, v in totals.items()}, "queries": float(n),
+            "failed": float(failed), "p50_ms": 1000 * statistics.median(times)}
+
+
+def run_benchmark(collections: Sequence[Collection], systems: Sequence[System],
+                  passage_words: int = PASSAGE_WORDS, device: str = "auto",
+                  rebuild: bool = False, progress: bool = True, console: Any = None,
+                  on_system: Callable[[str, str, int], Callable[[int], None]] | None = None,
+                  ) -> RetrievalRun:
+    """Build (or reuse) each collection's index per model and score every system on it.
+    `on_system(collection, label, queries)` returns the progress callback of one system."""
+    run = RetrievalRun(list(collections), list(systems), passage_words)
+    lexical_on = next((s.model for s in systems if s.mode != LEXICAL), systems[0].model)
+    by_model: dict[str, list[System]] = {}
+    for s in systems:
+        by_model.setdefault(lexical_on if s.mode == LEXICAL else s.model, []).append(s)
+    encoders = {m: load_encoder(_model_arg(m), device=device, precision=QUERY_PRECISION)
+                for m in by_model}
+    for coll in collections:
+        run.results[coll.name] = {}
+        for model, chosen in by_model.items():
+            encoder = encoders[model]
+            start = time.perf_counter()
+            folder, built = collection_index(coll, _model_arg(model), encoder.name,
+                                             encoder_key(encoder), passage_words, device,
+                                             rebuild, progress, console)
+            manifest = read_manifest(folder)
+            run.builds[f"{coll.name}|{encoder.name}"] = {
+                "built": built, "seconds": round(time.perf_counter() - start, 2),
+                "passages": manifest["count"], "embed_seconds": manifest["stages"]["embed"]}
+            with Index.open(folder, model=encoder, device=device) as index:
+                index.warm_up(wait=True)
+                for s in chosen:
+                    advance = on_system(coll.name, s.label, len(coll.queries)) \
+                        if on_system else None
+                    run.results[coll.name][s.label] = run_queries(index, coll, s.mode, advance)
+    return run

@@ -1,0 +1,196 @@
+"""Documents: records input (JSON Lines, CSV, Parquet, BEIR's corpus as it is), passages that
+remember their document, results by document, no repeated texts, and `bench retrieval`."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from qtsearch.build.pipeline import IndexConfig, build_index
+from qtsearch.cli import main
+from qtsearch.errors import InputError
+from qtsearch.evaluation.retrieval import beir
+from qtsearch.query.search import Index
+from qtsearch.text.reader import read_sentences
+from qtsearch.text.records import passages, read_records
+
+N_DOCS = 300
+
+
+def _scifact(shared: Path) -> list[dict]:
+    with gzip.open(shared / "beir" / "scifact" / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
+        return [json.loads(line) for _, line in zip(range(N_DOCS), f)]
+
+
+@pytest.fixture(scope="module")
+def records(shared_data: Path) -> list[dict]:
+    return _scifact(shared_data)
+
+
+@pytest.fixture(scope="module")
+def jsonl(records: list[dict], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("records") / "corpus.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def index(jsonl: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("idx") / "scifact"
+    build_index(IndexConfig(corpus=[str(jsonl)], out=str(out)), progress=False)
+    return out
+
+
+def test_passages_keep_sentence_order_within_the_word_limit() -> None:
+    sentences = ["a b c.", "d e.", "f g h i.", "j."]
+    words = [len(s.split()) for s in sentences]
+    assert passages(words, sentences, 5) == ["a b c. d e.", "f g h i. j."]
+    assert passages(words, sentences, 2) == ["a b c.", "d e.", "f g h i.", "j."]
+    assert passages(words, sentences, 0) == [" ".join(sentences)]
+
+
+def test_beir_corpus_is_read_as_it_is(shared_data: Path, records: list[dict]) -> None:
+    got = list(read_records(shared_data / "beir" / "scifact" / "corpus.jsonl.gz",
+                            passage_words=200))
+    first = records[0]
+    mine = [p for p in got if p.doc_id == first["_id"]]
+    assert mine and all(p.text.startswith(first["title"]) for p in mine)
+    assert [p.position for p in mine] == list(range(len(mine)))
+    # every word of the abstract is in its passages, in order
+    body = " ".join(p.text.removeprefix(first["title"]).strip() for p in mine)
+    assert body.split() == first["text"].split()
+    assert len({p.doc_id for p in got}) == 5183
+    assert max(len(p.text.split()) for p in got if len(p.text.split()) > 0) < 10_000
+
+
+def test_jsonl_csv_and_parquet_give_the_same_documents(
+        records: list[dict], jsonl: Path, tmp_path: Path) -> None:
+    rows = [{"_id": r["_id"], "title": r["title"], "text": r["text"]} for r in records]
+    with (tmp_path / "c.csv").open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, ["_id", "title", "text"])
+        w.writeheader()
+        w.writerows(rows)
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "c.parquet")
+    want = [(s.text, s.doc, s.position, s.doc_id, s.title) for s in read_sentences([jsonl])]
+    for name in ("c.csv", "c.parquet"):
+        got = [(s.text, s.doc, s.position, s.doc_id, s.title)
+               for s in read_sentences([tmp_path / name])]
+        assert got == want, name
+    assert len({d for _, d, *_ in want}) == N_DOCS
+
+
+def test_field_names_can_be_given(tmp_path: Path) -> None:
+    path = tmp_path / "notes.jsonl"
+    path.write_text(json.dumps({"key": "n1", "heading": "Boats", "note": "Boats float. "
+                                "Ships too."}) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="no text/body/content"):
+        list(read_sentences([path]))
+    from qtsearch.text.records import RecordFields
+
+    (s,) = read_sentences([path], fields=RecordFields("key", "heading", "note"))
+    assert (s.text, s.doc_id, s.title) == ("Boats. Boats float. Ships too.", "n1", "Boats")
+
+
+def test_bad_records_are_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"text": "fine"}\nnot json\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"bad.jsonl:2: not a JSON object"):
+        list(read_sentences([path]))
+
+
+def test_paragraph_documents_in_running_text(tmp_path: Path) -> None:
+    path = tmp_path / "t.txt"
+    path.write_text("One here. Two here.\n\nThree here.\n", encoding="utf-8")
+    by_file = [s.doc for s in read_sentences([path], split=True)]
+    by_paragraph = [s.doc for s in read_sentences([path], split=True, docs="paragraph")]
+    assert by_file == [0, 0, 0] and by_paragraph == [0, 0, 1]
+
+
+def test_search_by_document(index: Path, records: list[dict]) -> None:
+    with Index.open(index) as idx:
+        assert idx.count > N_DOCS  # long abstracts are several passages
+        for mode in ("hybrid", "semantic", "lexical"):
+            by_passage = idx.search(records[0]["title"], 30, mode)[0]
+            by_doc = idx.search(records[0]["title"], 10, mode, by="doc")[0]
+            docs = [h.doc for h in by_doc]
+            assert len(docs) == len(set(docs)) == 10
+            # documents come in the order of their best passage
+            firsts = list(dict.fromkeys(h.doc for h in by_passage))
+            assert docs[:5] == firsts[:5]
+            for h in by_doc:
+                assert h.doc_id is not None and h.title
+                assert all(p.doc == h.doc and p.score <= h.score for p in h.passages)
+        assert by_doc[0].doc_id == records[0]["_id"]
+
+
+def test_identical_texts_are_shown_once(tmp_path: Path, shared_data: Path) -> None:
+    lines = (shared_data / "sts" / "sick2014" / "SICK_trial.txt").read_text(
+        encoding="utf-8").splitlines()[1:200]
+    sentences = [line.split("\t")[1] for line in lines]
+    corpus = tmp_path / "dup.txt"
+    corpus.write_text("".join(f"{s}\n" for s in sentences * 3), encoding="utf-8")
+    build_index(IndexConfig(corpus=[str(corpus)], out=str(tmp_path / "i")), progress=False)
+    with Index.open(tmp_path / "i") as idx:
+        for mode in ("hybrid", "semantic", "lexical"):
+            hits = idx.search(sentences[0], 10, mode)[0]
+            texts = [" ".join(h.text.casefold().split()) for h in hits]
+            assert len(texts) == len(set(texts)) == 10, mode
+
+
+def test_cli_search_by_doc_json(index: Path, records: list[dict], capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["search", str(index), records[1]["title"], "--by", "doc", "-k", "3", "--json"])
+    assert (done.value.code or 0) == 0
+    (answer,) = json.loads(capsys.readouterr().out)
+    hits = answer["hits"]
+    assert hits[0]["doc_id"] == records[1]["_id"] and "passages" in hits[0]
+    assert len({h["doc"] for h in hits}) == 3
+
+
+def test_ndcg_recall_mrr_by_hand() -> None:
+    rel = {"a": 2, "b": 1}
+    assert beir.ndcg(["a", "b", "x"], rel) == pytest.approx(1.0)
+    # b first (gain 1 at rank 1), a third (gain 2 / log2 4 = 1): dcg 2; idcg 2 + 1/log2 3
+    assert beir.ndcg(["b", "x", "a"], rel) == pytest.approx(2 / (2 + 1 / 1.584962500721156))
+    assert beir.recall(["x", "a"], rel) == 0.5
+    assert beir.mrr(["x", "y", "b"], rel) == pytest.approx(1 / 3)
+
+
+@pytest.mark.slow
+def test_bench_retrieval_on_a_real_subset(shared_data: Path, records: list[dict],
+                                          jsonl: Path, tmp_path: Path, capsys,
+                                          monkeypatch) -> None:
+    """A BEIR folder of the first documents and the train queries judged within them: every
+    system is scored, and BM25 ranks a known claim's abstract first."""
+    monkeypatch.setenv("QTSEARCH_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "mini"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(jsonl.read_text(encoding="utf-8"), encoding="utf-8")
+    ids = {r["_id"] for r in records}
+    src = shared_data / "beir" / "scifact"
+    judged = [line for line in (src / "qrels" / "train.tsv").read_text().splitlines()[1:]
+              if line.split("\t")[1] in ids]
+    assert len(judged) >= 10
+    (folder / "qrels" / "train.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "\n".join(judged) + "\n")
+    wanted = {line.split("\t")[0] for line in judged}
+    queries = [line for line in (src / "queries.jsonl").read_text().splitlines()
+               if json.loads(line)["_id"] in wanted]
+    (folder / "queries.jsonl").write_text("\n".join(queries) + "\n")
+    with pytest.raises(SystemExit) as done:
+        main(["bench", "retrieval", str(folder), "--baselines", "none", "--json", "-q"])
+    assert (done.value.code or 0) == 0
+    data = json.loads(capsys.readouterr().out)
+    cells = data["results"]["mini"]
+    assert set(cells) == {"default · hybrid", "default · semantic", "BM25 (lexical)"}
+    for cell in cells.values():
+        assert 0 <= cell["nDCG@10"] <= 1 and cell["queries"] == len(wanted)
+    # claims share their abstract's rare words: BM25 over 300 abstracts finds most of them
+    assert cells["BM25 (lexical)"]["MRR@10"] > 0.5
+    assert data["collections"]["mini"]["split"] == "train"
