@@ -7,6 +7,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from qtsearch.index import bm25
 from qtsearch.index.lock import swap_in
 from qtsearch.index.manifest import META_FILE, read_manifest
 from qtsearch.index.store import MetadataStore
@@ -34,4 +35,5 @@ def index_info(path: Path) -> dict[str, Any]:
         full_text = store.has_fts()
     return {"kind": "index", "path": str(path), **manifest,
             "transform": manifest.get("transform") or "none (the encoder's own vectors)",
-            "full_text": full_text, "bytes_on_disk": folder_bytes(Path(path))}
+            "full_text": full_text, "bm25": bm25.exists(Path(path)),
+            "bytes_on_disk": folder_bytes(Path(path))}

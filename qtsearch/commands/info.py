@@ -108,7 +108,8 @@ def model_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
 #: Index fields a reader looks for first, with the names they are shown under.
 INDEX_FIRST = {"path": "index", "count": "sentences", "index_type": "index type", "dim": "dim",
                "model": "model", "corpus": "corpus", "split_sentences": "split sentences",
-               "transform": "transform", "full_text": "full text", "stages": "stage seconds"}
+               "transform": "transform", "full_text": "full text", "bm25": "exact BM25 files",
+               "stages": "stage seconds"}
 
 
 def index_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
