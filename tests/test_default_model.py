@@ -25,9 +25,10 @@ def demo_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_shipped_model_is_small_safe_and_records_its_validation() -> None:
     files = {p.name for p in DEFAULT_MODEL.iterdir()}
-    # the model folder, and its card (no pickle, no checkpoint or cache)
+    # the model folder, its pieces table (an open vocabulary, qtsearch.encode.pieces) and its
+    # card (no pickle, no checkpoint or cache)
     assert files == {"config.json", "vocab.json", "weights.safetensors", "metrics.jsonl",
-                     "README.md"}
+                     "README.md", "pieces.safetensors"}
     assert sum(p.stat().st_size for p in DEFAULT_MODEL.iterdir()) < 40e6
     val = latest_validation(DEFAULT_MODEL)
     # the model card (default_model/README.md): the last validation (step 6,160, the end of its

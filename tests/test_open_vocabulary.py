@@ -20,7 +20,7 @@ from qtsearch.build.pipeline import IndexConfig, build_index
 from qtsearch.encode.corpus_words import load_corpus_words
 from qtsearch.encode.encoder import DEFAULT_MODEL, load_encoder
 from qtsearch.encode.mean import MeanEncoder
-from qtsearch.encode.pieces import minilm_pieces, wordpiece, write_pieces
+from qtsearch.encode.pieces import Pieces, minilm_pieces, wordpiece, write_pieces
 from qtsearch.models.files import PIECES, fingerprint
 from qtsearch.text.vocab import Vocab
 
@@ -33,14 +33,26 @@ SCIFACT = "beir/scifact/corpus.jsonl.gz"
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(closed, open): the shipped model without its pieces table, and with a freshly fitted
-    one (the fit is deterministic, so both are what `python -m qtsearch.encode.pieces` makes)."""
+    """(closed, open): the shipped model without its pieces table (as every mean model was
+    before), and as shipped."""
     root = tmp_path_factory.mktemp("models")
     closed, open_ = root / "closed", root / "open"
-    for folder in (closed, open_):
-        shutil.copytree(DEFAULT_MODEL, folder, ignore=shutil.ignore_patterns(PIECES))
-    write_pieces(open_)
+    shutil.copytree(DEFAULT_MODEL, closed, ignore=shutil.ignore_patterns(PIECES))
+    shutil.copytree(DEFAULT_MODEL, open_)
     return closed, open_
+
+
+def test_the_shipped_pieces_table_is_the_fit_of_its_words(models: tuple[Path, Path],
+                                                          tmp_path: Path) -> None:
+    """`python -m qtsearch.encode.pieces` remakes the shipped table (to its int8 rounding)."""
+    refit = tmp_path / "refit"
+    shutil.copytree(models[0], refit)
+    write_pieces(refit)
+    shipped, again = Pieces.load(models[1]), Pieces.load(refit)
+    assert shipped is not None and again is not None
+    assert np.array_equal(shipped.row_of, again.row_of)
+    step = np.abs(shipped.vectors).max(axis=1, keepdims=True) / 127
+    assert np.all(np.abs(shipped.vectors - again.vectors) <= step * 1.01)
 
 
 @pytest.fixture(scope="module")

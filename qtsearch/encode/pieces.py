@@ -42,7 +42,7 @@ FORMAT = "qtsearch-pieces"
 MAX_WORD_CHARS = 100
 #: Ridge weight of the fit, chosen on held-out words of the shipped model
 #: (docs/open-vocabulary.md).
-RIDGE = 1.0
+RIDGE = 0.1
 
 
 def pieces_path(folder: str | os.PathLike) -> Path:

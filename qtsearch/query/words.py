@@ -16,6 +16,9 @@ from qtsearch.text.tokenizer import tokenize
 
 #: A query is "mostly unknown" when more than this share of its words is unknown.
 UNKNOWN_SHARE = 0.5
+#: A query leans on composed words when at least this share of its words is composed ("What
+#: causes anemia?"; not one rare word in a long sentence, which its other words carry).
+COMPOSED_SHARE = 0.3
 
 
 class KnowsWords(Protocol):
@@ -46,16 +49,18 @@ def composed_words(encoder: object, text: str) -> list[str]:
 
 
 def composed_note(encoder: object, text: str, mode: str) -> str | None:
-    """The line for a query that leans on composed words: their vectors are approximations
-    (a held-out known word's composed row is at cosine ~0.6 to its trained one), so a reader
-    knows why a semantic hit may miss. None in lexical mode, which reads words as typed."""
+    """The line for a query that leans on composed words (COMPOSED_SHARE): their vectors are
+    approximations (a held-out known word's composed row is at cosine ~0.5 to its trained
+    one), so a reader knows why a semantic hit may miss. None in lexical mode, which reads
+    words as typed."""
     composed = composed_words(encoder, text) if mode != "lexical" else []
-    if not composed:
-        return None
     words = [t for t in tokenize(text) if any(c.isalnum() for c in t)]
+    if not composed or len(composed) < COMPOSED_SHARE * len(words):
+        return None
     shown = ", ".join(composed[:5]) + (", …" if len(composed) > 5 else "")
-    return (f"{len(composed)} of the {len(words)} words of {text!r} are not in the model's "
-            f"vocabulary; their vectors are composed from word pieces ({shown})")
+    are, their = ("is", "its vector is") if len(composed) == 1 else ("are", "their vectors are")
+    return (f"{len(composed)} of the {len(words)} words of {text!r} {are} not in the model's "
+            f"vocabulary; {their} composed from word pieces ({shown})")
 
 
 def note_for(text: str, unknown: list[str], mode: str) -> str | None:
