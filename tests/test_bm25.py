@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from qtsearch.build.append import add_to_index
+from qtsearch.build.derive import build_from_index
 from qtsearch.build.pipeline import IndexConfig, build_index
 from qtsearch.index import bm25
 from qtsearch.index.store import MetadataStore
@@ -194,6 +195,16 @@ def test_an_index_without_the_files_searches_its_full_text_table(scifact, scifac
             assert_same_ranking(lexical(idx, q, 10), ref.top(bm25.Analyzer().terms(q), 10))
 
 
+def test_a_derived_index_gets_the_same_files(scifact_index, tmp_path):
+    result = build_from_index(scifact_index, tmp_path / "hnsw", "hnsw", progress=False)
+    for name in ("rows.npy", "weights.npy", "terms.txt"):
+        assert (result.path / bm25.FOLDER / name).read_bytes() == \
+            (scifact_index / bm25.FOLDER / name).read_bytes()
+    with Index.open(result.path) as idx:
+        assert idx.lexical is not None and idx.lexical.bm25 is not None
+        assert idx.lexical.bm25.count == idx.count
+
+
 def test_stop_word_queries_fall_back_to_the_full_text_table(scifact_index):
     with MetadataStore.open(scifact_index / "meta.sqlite") as store:
         search = LexicalSearch(store)
@@ -206,8 +217,9 @@ def test_stop_word_queries_fall_back_to_the_full_text_table(scifact_index):
 @pytest.mark.slow
 def test_wikipedia_lexical_answers_every_query_with_a_matching_word(shared_data, tmp_path):
     out = tmp_path / "wiki"
-    build_index(IndexConfig(corpus=[str(shared_data / "wikipedia")], out=str(out),
-                            index="flat", device="cpu"), progress=False)
+    # mean GloVe vectors: the fastest real encoder, and the lexical leg does not use them
+    build_index(IndexConfig(corpus=[str(shared_data / "wikipedia")], model="glove",
+                            out=str(out), index="flat", device="cpu"), progress=False)
     with Index.open(out) as idx:
         assert idx.count >= 500_000
         assert idx.lexical is not None and idx.lexical.bm25 is not None
