@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 from typing import Any
 
 import typer
@@ -80,6 +82,25 @@ def _launcher_needed(argv: list[str]) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script and of `python cli.py`."""
+    # SIGTERM (kill, a scheduler's stop) ends a command as Ctrl-C does: the same one-line
+    # message, the same resume path (a build keeps its finished shards), exit 130; training
+    # and the server put their own handlers in place while they run
+    previous = None
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _main(argv: list[str] | None = None) -> None:
     _setup_logging()
     argv = sys.argv[1:] if argv is None else argv
     try:

@@ -30,6 +30,11 @@ class IndexError_(QTSearchError):
     code = 5
 
 
+class DamagedIndex(IndexError_):
+    """An index whose files are damaged (not merely missing or of another version): the server
+    answers 500, the index's own failure, not the request's (qtsearch.serve.limits)."""
+
+
 class OutputError(QTSearchError):
     code = 6
 

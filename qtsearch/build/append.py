@@ -3,6 +3,7 @@ that replaces the index only when complete."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import time
@@ -15,7 +16,7 @@ from qtsearch.build.folders import file_checksum, swap_in
 from qtsearch.build.progress import Progress
 from qtsearch.encode.corpus_words import with_corpus_words
 from qtsearch.encode.encoder import load_encoder
-from qtsearch.errors import IndexError_, Interrupted, ModelError
+from qtsearch.errors import IndexError_, Interrupted, ModelError, OutputError
 from qtsearch.index import bm25
 from qtsearch.index.faiss_backend import FaissBuilder
 from qtsearch.index.lock import writer_lock
@@ -131,7 +132,11 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
     work = folder.with_name(folder.name + ".adding")
     if work.exists():
         shutil.rmtree(work)
-    shutil.copytree(folder, work)
+    try:
+        shutil.copytree(folder, work)
+    except OSError as e:  # shutil.Error (a list of failed files) or a plain OSError
+        shutil.rmtree(work, ignore_errors=True)
+        raise copy_failure(work, e) from None
     try:
         index = FaissBuilder.reopen(work / INDEX_FILE)
         start = index.ntotal
@@ -178,6 +183,17 @@ def manifest_read_options(manifest: dict[str, Any]) -> dict[str, Any]:
     return {"docs": manifest.get("docs", "file"),
             "passage_words": manifest.get("passage_words", PASSAGE_WORDS),
             "fields": RecordFields(*fields)}
+
+
+def copy_failure(work: Path, error: OSError) -> OutputError:
+    """Why the working copy could not be made, in one line (the disk is full, most often)."""
+    first = error.args[0][0] if isinstance(error, shutil.Error) and error.args and \
+        isinstance(error.args[0], list) and error.args[0] else None
+    why = str(first[2]) if first else (error.strerror or str(error))
+    if "No space left" in why or getattr(error, "errno", None) == errno.ENOSPC:
+        why = "no space left on the device"
+    return OutputError(f"{work}: cannot make the working copy of the index ({why}); the index "
+                       "is unchanged")
 
 
 def fill_fts(store: MetadataStore, first_id: int) -> int:

@@ -7,6 +7,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from qtsearch.errors import IndexError_
 from qtsearch.index import bm25
 from qtsearch.index.lock import swap_in
 from qtsearch.index.manifest import META_FILE, read_manifest
@@ -33,6 +34,10 @@ def index_info(path: Path) -> dict[str, Any]:
     manifest = read_manifest(path)
     with MetadataStore.open(Path(path) / META_FILE) as store:
         full_text = store.has_fts()
+        rows = store.count()  # reads the table: damage and a short table show here
+    if rows != manifest["count"]:
+        raise IndexError_(f"{path}: the manifest counts {manifest['count']:,} sentences but "
+                          f"the metadata holds {rows:,} rows; rebuild the index")
     return {"kind": "index", "path": str(path), **manifest,
             "transform": manifest.get("transform") or "none (the encoder's own vectors)",
             "full_text": full_text, "bm25": bm25.exists(Path(path)),

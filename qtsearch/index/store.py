@@ -34,6 +34,7 @@ from sqlalchemy import (
 from sqlalchemy.pool import StaticPool
 
 from qtsearch.errors import IndexError_, OutputError
+from qtsearch.index.failures import sqlite_failure
 
 #: One row as given to `insert_many`: (id, text, source, line, doc, position, title, url,
 #: doc_id, section); the last four are a Wikipedia article's metadata (None for other text).
@@ -119,8 +120,19 @@ class MetadataStore:
         """A connection for one call, one thread at a time: a read-only store has a single
         SQLite connection for every thread (see _engine), and SQLite shares one connection
         between threads safely only where it was built serialized (sqlite3.threadsafety 3)."""
-        with self._lock, self.engine.connect() as conn:
+        with self._lock, self._failures(), self.engine.connect() as conn:
             yield conn
+
+    @contextlib.contextmanager
+    def _failures(self) -> Iterator[None]:
+        """A full disk or a damaged database as one line (qtsearch.index.failures)."""
+        try:
+            yield
+        except Exception as e:
+            known = sqlite_failure(self.path, e)
+            if known is None:
+                raise
+            raise known from e
 
     @classmethod
     def create(cls, path: str | os.PathLike) -> MetadataStore:
@@ -301,8 +313,11 @@ class MetadataStore:
     def __enter__(self) -> MetadataStore:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
         self.close()
+        known = None if error is None else sqlite_failure(self.path, error)
+        if known is not None:  # e.g. the disk filled up while a build or add wrote rows
+            raise known from error
 
     # -- read side of the full-text table (for the query layer's lexical leg) ------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -110,16 +111,28 @@ def fingerprint(folder: Path) -> str:
     return h.hexdigest()[:16]
 
 
+_warned: set[str] = set()
+
+
 def read_metrics(folder: Path) -> list[dict[str, Any]]:
     path = Path(folder) / METRICS
     if not path.is_file():
         return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    rows, bad = [], 0
+    for line in path.read_bytes().splitlines():
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError:  # damaged bytes: said, and skipped
+            bad += 1
+            continue
         except json.JSONDecodeError:
             continue  # a line cut by a crash is not fatal
+        if isinstance(row, dict):
+            rows.append(row)
+    if bad and str(path) not in _warned:  # once, though `info` reads the file thrice
+        _warned.add(str(path))
+        logging.getLogger("qtsearch").warning("%s: %d line%s skipped (not valid "
+                                              "UTF-8)", path, bad, "s" * (bad != 1))
     return rows
 
 

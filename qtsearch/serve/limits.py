@@ -18,6 +18,7 @@ from typing import Any
 
 from qtsearch.errors import (
     BusyError,
+    DamagedIndex,
     IndexError_,
     InputError,
     Interrupted,
@@ -65,6 +66,8 @@ def status_of(error: QTSearchError) -> int:
     """The HTTP status of a qtsearch error raised while answering a request."""
     if isinstance(error, UsageError | InputError):
         return 400
+    if isinstance(error, DamagedIndex):  # the index's failure, not the request's
+        return 500
     if isinstance(error, IndexError_ | OutputError):  # e.g. /add on a read-only index
         return 409
     if isinstance(error, Interrupted | BusyError):  # BusyError: another writer; retry later
