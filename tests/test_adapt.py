@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from qtsearch.training.adapt import AdaptConfig, adapt, read_documents
+from qtsearch.training.adapt import AdaptConfig, adapt
+from qtsearch.training.adapt_corpus import read_documents
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

@@ -30,16 +30,11 @@ model's. The adapted model records the base, the corpus and what was learnt in c
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import hashlib
 import json
 import math
 import os
 import time
-from collections import Counter
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -49,38 +44,36 @@ from rich.console import Console
 from torch import Tensor, nn
 
 from qtsearch.config import write_json_atomic
-from qtsearch.errors import InputError, Interrupted, ModelError, UsageError
+from qtsearch.errors import InputError, Interrupted, UsageError
 from qtsearch.models.encoders import EncoderConfig
 from qtsearch.models.files import CONFIG, read_config
 from qtsearch.models.folder import encoder_config, load_weights, save_model
 from qtsearch.models.mean import MeanWords, in_scope
 from qtsearch.models.objective import BatchStats
 from qtsearch.text.negation import CUE, word_roles
-from qtsearch.text.reader import list_files, read_sentences
-from qtsearch.text.splitter import split_text
-from qtsearch.text.tokenizer import tokenize
 from qtsearch.text.vocab import Vocab
+from qtsearch.training.adapt_corpus import (
+    HELD_OUT,
+    Corpus,
+    base_folder,
+    context_vectors,
+    corpus_signature,
+    corpus_tokens,
+    new_words,
+    read_documents,
+    split_pairs,
+    task_pairs,
+    teacher_sample,
+    teacher_vectors,
+)
 from qtsearch.training.checkpoint import save_heads, save_state, writable_folder
 from qtsearch.training.loop import Loop, RunConfig, RunResult, Runtime, Task
 from qtsearch.training.progress import Display
-from qtsearch.training.tasks.pairs import PairSet, PairsTask
+from qtsearch.training.tasks.pairs import PairsTask
 from qtsearch.training.tasks.teacher import TeacherTask
 
-#: Suffixes read as JSON Lines records (one document per line: "title", "text").
-RECORD_SUFFIXES = (".jsonl", ".jsonl.gz")
-#: Every HELD_OUT-th document is kept out of training and validates every task.
-HELD_OUT = 20
 #: Validation batches per task (a fixed sample of the held-out documents' pairs).
 VAL_BATCHES = 4
-#: Pairs per document for the title and inverse-cloze tasks (the first sentences, which in
-#: abstracts and articles state the topic): more adds steps, not new documents.
-PER_DOC = 4
-
-
-@dataclass
-class Document:
-    title: str | None
-    sentences: list[str]
 
 
 @dataclass
@@ -129,132 +122,6 @@ class AdaptConfig(RunConfig):
         if not (self.neighbours or self.titles or self.ict or self.teacher):
             raise UsageError("every task is switched off: keep at least one of neighbours, "
                              "titles, ict or --teacher")
-
-
-# ----- the corpus -----------------------------------------------------------------------------
-
-def is_records(path: Path) -> bool:
-    return path.name.endswith(RECORD_SUFFIXES)
-
-
-def read_records(path: Path) -> Iterable[Document]:
-    """Documents of a JSON Lines file of records with "text" and optional "title" (the BEIR
-    corpus.jsonl(.gz) layout); the text is split into sentences."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise InputError(f"{path}:{lineno}: not a JSON record ({e.msg})") from None
-                if not isinstance(record, dict) or not isinstance(record.get("text", ""), str):
-                    raise InputError(f'{path}:{lineno}: a record needs a "text" string')
-                title = record.get("title")
-                title = title.strip() if isinstance(title, str) and title.strip() else None
-                text = " ".join(record.get("text", "").split())
-                sentences = split_text(text) if text else []
-                if sentences or title:
-                    yield Document(title, sentences)
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read ({e})") from None
-
-
-def read_documents(paths: Sequence[str], split: bool) -> list[Document]:
-    """The corpus as documents of sentences: JSON Lines records, or text files and folders as
-    `qtsearch train` reads them (a blank line or a new file starts a document; WikiExtractor
-    articles carry their titles)."""
-    files = list_files(paths)
-    docs: list[Document] = []
-    texts = [str(f) for f in files if not is_records(f)]
-    for f in files:
-        if is_records(f):
-            docs.extend(read_records(f))
-    if texts:
-        current = -1
-        for s in read_sentences(texts, split=split, strict_empty=False):
-            if s.doc != current:
-                current = s.doc
-                docs.append(Document(getattr(s, "title", None) or None, []))
-            docs[-1].sentences.append(s.text)
-    docs = [d for d in docs if d.sentences]
-    if not docs:
-        raise InputError("the corpus holds no sentences: nothing to adapt to")
-    return docs
-
-
-def corpus_signature(paths: Sequence[str]) -> str:
-    """What identifies the corpus files for --resume: their paths, sizes and times."""
-    h = hashlib.sha256()
-    for f in list_files(paths):
-        st = f.stat()
-        h.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()[:16]
-
-
-# ----- the base model and the vocabulary ---------------------------------------------------
-
-def base_folder(model: str | None) -> Path:
-    """The base model's folder; anything but a mean-of-words model folder is refused."""
-    from qtsearch.encode.encoder import EXTERNAL_ENCODERS, default_model_path
-
-    if model in (None, "default"):
-        return default_model_path()
-    if model in EXTERNAL_ENCODERS:
-        raise ModelError(f"{model}: an external encoder cannot be adapted; adapt a "
-                         "mean-of-words model folder (the default model is one)")
-    folder = Path(model)
-    cfg = encoder_config(read_config(folder))
-    if cfg.encoder != "mean" or cfg.objective not in ("multitask", "pairs", "nli"):
-        raise ModelError(f"{folder}: only mean-of-words models can be adapted (this one is a "
-                         f"{cfg.encoder} {cfg.objective} model)")
-    return folder
-
-
-def new_words(token_lists: Iterable[list[str]], vocab: Vocab, size: int,
-              min_count: int) -> list[str]:
-    """The corpus words the base vocabulary does not know (in any casing), most frequent first
-    (ties by the word: deterministic)."""
-    counts: Counter[str] = Counter()
-    for tokens in token_lists:
-        counts.update(t for t in tokens if not vocab.knows(t))
-    ranked = sorted(((w, n) for w, n in counts.items() if n >= min_count),
-                    key=lambda kv: (-kv[1], kv[0]))
-    return [w for w, _ in ranked[:size]]
-
-
-def context_vectors(table: np.ndarray, vocab: Vocab, sentences: list[list[str]],
-                    words: list[str]) -> np.ndarray:
-    """A start for each new word: the mean of the base vectors of the sentences it occurs in
-    (their known words only), scaled to the base rows' median length, so that the word starts
-    where its contexts point and weighs in a mean like a known word."""
-    from scipy.sparse import csr_matrix
-
-    position = {w: i for i, w in enumerate(words)}
-    rows, cols, flat, lengths = [], [], [], []
-    for s, tokens in enumerate(sentences):
-        known = [i for i in vocab.encode(tokens, len(tokens) or 1, fold_case=True) if i > 1]
-        flat.extend(known)
-        lengths.append(len(known))
-        for t in set(tokens):
-            if t in position:
-                rows.append(position[t])
-                cols.append(s)
-    lengths_a = np.asarray(lengths, dtype=np.int64)
-    weights = np.repeat(1.0 / np.maximum(lengths_a, 1), lengths_a).astype(np.float32)
-    indptr = np.concatenate([[0], np.cumsum(lengths_a)])
-    means = csr_matrix((weights, np.asarray(flat, dtype=np.int64), indptr),
-                       shape=(len(sentences), len(table))) @ table
-    occurs = csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)),
-                        shape=(len(words), len(sentences)))
-    counts = np.asarray(occurs.sum(axis=1)).ravel()
-    out = (occurs @ means) / np.maximum(counts, 1)[:, None]
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    target = float(np.median(np.linalg.norm(table[2:], axis=1)))
-    return (out / np.maximum(norms, 1e-8) * target).astype(np.float32)
-
 
 # ----- the tasks ----------------------------------------------------------------------------
 
@@ -342,90 +209,6 @@ class Anchored:
 
     def validate(self) -> tuple[float, float, float]:
         return self.task.validate()
-
-
-def split_pairs(pairs: list[tuple[int, list[int], list[int]]]) -> tuple[PairSet, PairSet]:
-    """(training, validation) PairSets of (document, anchor ids, positive ids) triples. The
-    held-out documents validate with one pair each: two pairs of one document in a batch are
-    near-duplicates (a sentence is one pair's anchor and the next pair's positive), and the
-    figure should measure finding the document, not telling its pairs apart."""
-    train = [p for p in pairs if p[0] % HELD_OUT]
-    valid, seen = [], set()
-    for p in pairs:
-        if not p[0] % HELD_OUT and p[0] not in seen:
-            seen.add(p[0])
-            valid.append(p)
-
-    def pair_set(items: list[tuple[int, list[int], list[int]]]) -> PairSet:
-        return PairSet([a for _, a, _ in items], [b for _, _, b in items], [None] * len(items))
-
-    return pair_set(train), pair_set(valid)
-
-
-@dataclass
-class Corpus:
-    """The corpus as token lists per document and its pairs."""
-
-    docs: list[Document]
-    tokens: list[list[list[str]]]  # per document, per sentence
-    titles: list[list[str] | None]
-
-
-def corpus_tokens(docs: list[Document]) -> Corpus:
-    return Corpus(docs, [[tokenize(s) for s in d.sentences] for d in docs],
-                  [tokenize(d.title) if d.title else None for d in docs])
-
-
-def task_pairs(corpus: Corpus, vocab: Vocab, max_len: int, doc_len: int
-               ) -> dict[str, list[tuple[int, list[int], list[int]]]]:
-    """Each task's (document, anchor ids, positive ids) triples."""
-
-    def ids(tokens: list[str], n: int = max_len) -> list[int]:
-        return vocab.encode(tokens, n, fold_case=True)
-
-    out: dict[str, list[tuple[int, list[int], list[int]]]] = {
-        "neighbours": [], "titles": [], "ict": []}
-    for d, (sentences, title) in enumerate(zip(corpus.tokens, corpus.titles)):
-        encoded = [ids(t) for t in sentences]
-        out["neighbours"] += [(d, a, b) for a, b in pairwise(encoded)]
-        if title:
-            out["titles"] += [(d, ids(title), s) for s in encoded[:PER_DOC]]
-        if len(sentences) > 1:
-            for i in range(min(PER_DOC, len(sentences))):
-                rest = [t for j, s in enumerate(sentences) if j != i for t in s]
-                if title:
-                    rest = title + rest
-                out["ict"].append((d, encoded[i], ids(rest, doc_len)))
-    return out
-
-
-def teacher_vectors(sentences: list[str], budget: float, device: str, display: Display
-                    ) -> np.ndarray:
-    """MiniLM's normalised vectors of `sentences` in order, as many as `budget` seconds allow
-    (encoded in chunks; the last chunk may overrun by its own time)."""
-    from qtsearch.encode.baselines import MiniLM
-
-    model = MiniLM(device)
-    parts: list[np.ndarray] = []
-    start, done, chunk = time.monotonic(), 0, 256
-    with display.bar("teacher vectors", len(sentences)) as update:
-        while done < len(sentences) and time.monotonic() - start < budget:
-            parts.append(np.asarray(model.encode(sentences[done : done + chunk],
-                                                 normalize=True), dtype=np.float16))
-            done += len(parts[-1])
-            update(done, f"{done:,} sentences")
-    return np.concatenate(parts) if parts else np.zeros((0, 384), np.float16)
-
-
-def teacher_sample(corpus: Corpus, size: int, seed: int) -> list[tuple[int, int]]:
-    """(document, sentence) positions of a fixed random sample of the training documents'
-    sentences, in the order they are encoded (a time budget keeps a prefix)."""
-    where = [(d, i) for d, doc in enumerate(corpus.tokens) if d % HELD_OUT
-             for i in range(len(doc))]
-    where += [(d, i) for d, doc in enumerate(corpus.tokens) if not d % HELD_OUT
-              for i in range(len(doc))][: max(1, size // HELD_OUT)]
-    order = np.random.default_rng([seed, 7]).permutation(len(where))[:size]
-    return [where[i] for i in order]
 
 
 # ----- the run ------------------------------------------------------------------------------
