@@ -176,7 +176,8 @@ def refine(enc: MeanEncoder, docs: list[str], doc_vectors: np.ndarray, beta: flo
         table[j] += beta * c * (np.linalg.norm(table[j]) / max(np.linalg.norm(c), 1e-12))
 
 
-def retrieval(model: Path, root: Path, rows: list[str]) -> None:
+def retrieval(model: Path, root: Path, rows: list[str], betas: tuple[float, ...] = BETAS,
+              hashed_too: bool = True) -> None:
     pieces = minilm_pieces()
     with tempfile.TemporaryDirectory() as tmp:
         plain, folder = Path(tmp) / "closed", Path(tmp) / "open"
@@ -195,14 +196,15 @@ def retrieval(model: Path, root: Path, rows: list[str]) -> None:
             wp.max_len = 10**6
             dv = wp.encode(docs, normalize=True)
             cells.append(f"{ndcg10(wp, ids, docs, queries, qrels, dv):.3f}")
-            hashed = MeanEncoder(folder)
-            hashed.max_len = 10**6
-            a = piece_matrix(closed.vocab.words[2:], lambda w: ngrams(w, 1 << 16), 1 << 16)
-            assert hashed.open_vocab is not None
-            hashed.open_vocab.pieces = HashedPieces(  # type: ignore[assignment]
-                ridge_fit(a, closed.table[2:], 1.0, iterations=200), 1 << 16)
-            cells.append(f"{ndcg10(hashed, ids, docs, queries, qrels):.3f}")
-            for beta in BETAS:
+            if hashed_too:
+                hashed = MeanEncoder(folder)
+                hashed.max_len = 10**6
+                a = piece_matrix(closed.vocab.words[2:], lambda w: ngrams(w, 1 << 16), 1 << 16)
+                assert hashed.open_vocab is not None
+                hashed.open_vocab.pieces = HashedPieces(  # type: ignore[assignment]
+                    ridge_fit(a, closed.table[2:], 1.0, iterations=200), 1 << 16)
+                cells.append(f"{ndcg10(hashed, ids, docs, queries, qrels):.3f}")
+            for beta in betas:
                 refined = MeanEncoder(folder)
                 refined.max_len = 10**6
                 refine(refined, docs, dv, beta)
@@ -210,9 +212,10 @@ def retrieval(model: Path, root: Path, rows: list[str]) -> None:
             results[name] = cells
             print(name, cells, flush=True)
     rows.append("")
-    rows.append("| collection | unknown query words | closed | WordPiece | char n-grams (2^16) | "
-                + " | ".join(f"WordPiece + corpus, β {b:g}" for b in BETAS) + " |")
-    rows.append("|---|---:|---:|---:|---:|" + "---:|" * len(BETAS))
+    rows.append("| collection | unknown query words | closed | WordPiece | "
+                + ("char n-grams (2^16) | " if hashed_too else "")
+                + " | ".join(f"WordPiece + corpus, β {b:g}" for b in betas) + " |")
+    rows.append("|---|---:|---:|---:|" + "---:|" * (len(betas) + hashed_too))
     for name, cells in results.items():
         rows.append(f"| {name} ({SETS[name]}) | " + " | ".join(cells) + " |")
 
@@ -222,6 +225,9 @@ def main() -> None:
     ap.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     ap.add_argument("--data", type=Path, default=Path("../shared/data/beir"))
     ap.add_argument("--skip-reconstruction", action="store_true")
+    ap.add_argument("--no-hashed", action="store_true", help="leave hashed n-grams out")
+    ap.add_argument("--betas", default=",".join(f"{b:g}" for b in BETAS),
+                    help="corpus-word weights to compare, comma-separated")
     args = ap.parse_args()
     rows = ["| composition | size | cosine, held-out words | cosine, rarer half |",
             "|---|---|---:|---:|"]
@@ -229,7 +235,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             shutil.copytree(args.model, Path(tmp) / "m", ignore=shutil.ignore_patterns(PIECES))
             reconstruction(MeanEncoder(Path(tmp) / "m"), rows)
-    retrieval(args.model, args.data, rows)
+    retrieval(args.model, args.data, rows, tuple(float(b) for b in args.betas.split(",")),
+              not args.no_hashed)
     print("\n".join(rows))
 
 

@@ -3,7 +3,8 @@
     python train/ship_model.py runs/search-default [--fit centre] [--lexical-weight 0.3]
 
 Only config.json, vocab.json, the weights and the metrics up to the checkpoint are copied (no
-checkpoint, no token cache, no task heads), and the model card (README.md) is kept for updating;
+checkpoint, no token cache, no task heads), a mean model's pieces table is fitted to its words
+(qtsearch.encode.pieces: its open vocabulary), and the model card (README.md) is kept for updating;
 fp16 halves the size and changes vectors far less than training noise. `--fit` and
 `--lexical-weight` record the search settings measured for the model (config.json "search"):
 `build-index --fit auto` then fits what the model wants and hybrid search weighs BM25 as
@@ -20,6 +21,7 @@ from pathlib import Path
 import torch
 
 from qtsearch.config import write_json_atomic
+from qtsearch.encode.pieces import write_pieces
 from qtsearch.index.transform import canonical_fit
 from qtsearch.models.files import CONFIG, METRICS, VOCAB, WEIGHTS, read_config, read_metrics
 from qtsearch.models.folder import load_model, save_weights
@@ -46,6 +48,8 @@ def main(src: Path, fit: str | None, lexical_weight: float | None) -> None:
     rows = [r for r in read_metrics(src) if r.get("step", 0) <= last]
     (DEST / METRICS).write_text("".join(json.dumps(r) + "\n" for r in rows))
     save_weights(DEST / WEIGHTS, model, torch.float16)
+    if config["encoder"].get("encoder") == "mean":  # its open vocabulary, fitted to the table
+        write_pieces(DEST)
     size = sum(f.stat().st_size for f in DEST.iterdir()) / 1e6
     print(f"shipped {src} → {DEST} ({size:.1f} MB)")
 

@@ -20,6 +20,7 @@ import copy
 import json
 import os
 from collections.abc import Callable, Iterable
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,50 +48,58 @@ def refines(encoder: Any) -> bool:
     return getattr(encoder, "open_vocab", None) is not None
 
 
-def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[list[str]], beta: float = BETA,
-                     progress: Callable[[int], None] | None = None
+def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[list[str]],
+                     beta: float | None = None, progress: Callable[[int], None] | None = None
                      ) -> tuple[list[str], np.ndarray]:
     """(words, rows): every word of the texts that `encoder` composes, lower-cased, and its
     row moved towards the mean of the unit vectors of the texts it occurs in. One pass over
     the texts, a shard at a time (`progress(n)` after each)."""
     open_vocab = encoder.open_vocab
     assert open_vocab is not None, "corpus words are for a model with a pieces table"
+    beta = BETA if beta is None else beta  # read when called: a benchmark may set BETA
+    from scipy.sparse import csr_matrix
+
     base = len(encoder.table)
     total = np.zeros(encoder.dim, dtype=np.float64)
     count = 0
-    sums: dict[int, np.ndarray] = {}
-    seen: dict[int, int] = {}
+    sums = np.zeros((0, encoder.dim), dtype=np.float64)  # per composed id - base
+    seen = np.zeros(0, dtype=np.int64)
     for texts in shards:
         ids = [encoder.token_ids(t) for t in texts]
         vectors = encoder.encode_ids(ids, normalize=True)
         total += vectors.sum(axis=0, dtype=np.float64)
         count += len(vectors)
-        for row, sentence in enumerate(ids):
-            for j in {i for i in sentence if i >= base}:
-                if j in sums:
-                    sums[j] += vectors[row]
-                    seen[j] += 1
-                else:
-                    sums[j] = vectors[row].astype(np.float64)
-                    seen[j] = 1
+        # a text counts once per composed word in it, however often the word occurs
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
+        texts_of = np.repeat(np.arange(len(ids)), lengths)
+        composed = flat >= base
+        grown = len(open_vocab.table) - base
+        if grown > len(sums):
+            sums = np.vstack([sums, np.zeros((grown - len(sums), encoder.dim))])
+            seen = np.concatenate([seen, np.zeros(grown - len(seen), dtype=np.int64)])
+        occurs = csr_matrix((np.ones(int(composed.sum())), (flat[composed] - base,
+                                                           texts_of[composed])),
+                            shape=(grown, len(ids)))
+        occurs.sum_duplicates()
+        occurs.data[:] = 1
+        sums += occurs @ vectors
+        seen += np.diff(occurs.indptr)
         if progress:
             progress(len(texts))
-    if not sums:
+    used = np.flatnonzero(seen)
+    if not len(used):
         return [], np.zeros((0, encoder.dim), dtype=np.float32)
-    centre = total / count
-    table = open_vocab.table.view()
+    table = open_vocab.table.view()[base + used]
+    context = sums[used] / seen[used, None] - total / count
+    scale = np.linalg.norm(table, axis=1) / np.maximum(np.linalg.norm(context, axis=1), 1e-12)
+    rows = (table + beta * scale[:, None] * context).astype(np.float32)
     word_of = {j: w for w, j in open_vocab.composed.items() if j is not None and w == w.lower()}
-    ids_ = sorted(sums)
-    rows = np.empty((len(ids_), encoder.dim), dtype=np.float32)
-    for n, j in enumerate(ids_):
-        context = sums[j] / seen[j] - centre
-        scale = np.linalg.norm(table[j]) / max(float(np.linalg.norm(context)), 1e-12)
-        rows[n] = table[j] + beta * scale * context
-    return [word_of[j] for j in ids_], rows
+    return [word_of[base + j] for j in used], rows
 
 
 def save_corpus_words(folder: str | os.PathLike, words: list[str], rows: np.ndarray,
-                      beta: float = BETA) -> Path:
+                      beta: float) -> Path:
     from safetensors.numpy import save_file
 
     path = corpus_words_path(folder)
@@ -155,6 +164,6 @@ def prepare_corpus_words(encoder: MeanEncoder, folder: str | os.PathLike,
     found = load_corpus_words(folder)
     if found is None:
         found = fit_corpus_words(encoder, shards, progress=progress)
-        save_corpus_words(folder, *found)
+        save_corpus_words(folder, *found, beta=BETA)
     set_corpus_words(encoder, *found)
     return len(found[0])

@@ -40,8 +40,8 @@ class WordCounts:
 
 class GrowingTable:
     """A word table with rows appended for composed words: `view()` is every row so far (a
-    numpy view; appending past the capacity copies into a buffer with twice the room for
-    composed rows, and views handed out before keep the old buffer, which holds every row
+    numpy view; appending past the capacity copies into a buffer with four times the room
+    for composed rows, and views handed out before keep the old buffer, which holds every row
     they can be asked for)."""
 
     #: Room for composed rows in a new table (a query process composes a few words; a build
@@ -59,8 +59,8 @@ class GrowingTable:
 
     def append(self, row: np.ndarray) -> int:
         """Add a row; its id. Callers serialise appends (`OpenVocab` holds its lock)."""
-        if self._count == len(self._buffer):
-            room = 2 * (len(self._buffer) - self.base)
+        if self._count == len(self._buffer):  # each copy moves the whole table: few of them
+            room = 4 * (len(self._buffer) - self.base)
             grown = np.empty((self.base + room, self._buffer.shape[1]), dtype=np.float32)
             grown[: self._count] = self._buffer[: self._count]
             self._buffer = grown

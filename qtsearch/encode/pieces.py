@@ -69,6 +69,8 @@ def _is_cjk(cp: int) -> bool:
 def basic_split(word: str) -> list[str]:
     """An uncased BERT basic tokeniser on one word: lower case, accents stripped, control
     characters dropped, punctuation and CJK characters split off as words of their own."""
+    if word.isascii() and word.isalnum():  # most words: nothing to strip or split
+        return [word.lower()]
     text = unicodedata.normalize("NFD", word.lower())
     parts: list[str] = []
     current: list[str] = []
