@@ -13,10 +13,12 @@ k1 = 1.2, b = 0.75 over the OR of the query's terms, exact top k:
 SciFact: title + abstract a document, the 809 train claims, nDCG@10. Wikipedia: the first N
 sentences of ../shared/data/wikipedia (qtsearch's sentence splitter), queries are 200 held-out
 sentences after them and 14 everyday questions, top 50 (hybrid search's fetch); build time,
-disk, query p50/p95 wall time. One thread each.
+disk, query p50/p95 wall time and p50 CPU time of the calling thread (steadier than wall time
+on a shared machine). One thread each.
 
     pip install bm25s tantivy   # the engines compared (not qtsearch dependencies)
     nice -n 5 python benchmarks/lexical_engines.py --sentences 1000000 --work /tmp/qt-engines
+    python benchmarks/lexical_engines.py --examples indexes/wikipedia   # first hits, before/after
 """
 
 from __future__ import annotations
@@ -255,20 +257,43 @@ def cost(engines: list[str], n: int, n_queries: int, k: int, work: Path) -> dict
             build_s, build_cpu = build_s + tokenise_s, build_cpu + tokenise_cpu
         for q, text in zip(q_terms[:20], queries, strict=False):  # page the files in
             search(q, text, k)
-        wall, empty = [], 0
+        wall, cpu, empty = [], [], 0
         for q, text in zip(q_terms, queries, strict=True):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             hits = search(q, text, k)
             wall.append(time.perf_counter() - t)
+            cpu.append(time.thread_time() - c)
             empty += not hits
         out[name] = {"build_s": round(build_s, 1), "build_cpu_s": round(build_cpu, 1),
                      "disk_mb": round(disk(folder) / 2**20, 1),
                      "p50_ms": round(float(np.percentile(wall, 50)) * 1000, 2),
                      "p95_ms": round(float(np.percentile(wall, 95)) * 1000, 2),
+                     "cpu_p50_ms": round(float(np.percentile(cpu, 50)) * 1000, 2),
                      "empty": empty}
         print(name, out[name], file=sys.stderr)
         del search
     return out
+
+
+def examples(folder: Path, k: int = 3) -> None:
+    """The everyday questions over an index folder, lexical mode, through the FTS5 leg with its
+    budget (before the BM25 files) and through the BM25 files: the first hit of each."""
+    from qtsearch.index.store import MetadataStore
+    from qtsearch.query.lexical import LexicalSearch
+
+    store = MetadataStore.open(folder / "meta.sqlite")
+    after = LexicalSearch(store)
+    before = LexicalSearch(MetadataStore.open(folder / "meta.sqlite"))
+    before.bm25 = None
+    print(f"{store.count():,} rows\n")
+    print("| query | before: FTS5 with budget | after: BM25 files |\n|---|---|---|")
+    for q in QUESTIONS:
+        cells = []
+        for leg in (before, after):
+            hits = leg.search(q, k)
+            text = store.get([hits[0][0]])[hits[0][0]]["text"] if hits else "*(nothing)*"
+            cells.append((text[:72].rstrip() + "…" if len(text) > 75 else text).replace("|", "/"))
+        print(f"| {q} | {cells[0]} | {cells[1]} |")
 
 
 def main() -> None:
@@ -277,9 +302,15 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("-k", type=int, default=50)
     parser.add_argument("--engines", default=",".join(ENGINES))
-    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/qt-engines"))
     parser.add_argument("--skip-cost", action="store_true", help="SciFact quality only")
+    parser.add_argument("--examples", type=Path, metavar="INDEX",
+                        help="only print the everyday questions' first hits on this index "
+                        "folder, before and after the BM25 files")
     args = parser.parse_args()
+    if args.examples:
+        examples(args.examples)
+        return
     engines = args.engines.split(",")
     missing = [e for e in ("bm25s", "tantivy") if e in engines and not importlib.util.find_spec(e)]
     if missing:  # benchmark-only packages, not qtsearch dependencies
@@ -291,13 +322,14 @@ def main() -> None:
     c = {} if args.skip_cost else cost(engines, args.sentences, args.queries, args.k, args.work)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"| engine | SciFact train nDCG@10 | build s, wall / CPU ({args.sentences:,} rows) "
-          "| disk MB | query p50 ms | p95 ms | empty results |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+          "| disk MB | query p50 ms | p95 ms | CPU p50 ms | empty results |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name in engines:
         row = c.get(name, {})
         build = f"{row['build_s']} / {row['build_cpu_s']}" if row else "-"
         print(f"| {name} | {q[name]:.4f} | {build} | {row.get('disk_mb', '-')}"
-              f" | {row.get('p50_ms', '-')} | {row.get('p95_ms', '-')} | {row.get('empty', '-')} |")
+              f" | {row.get('p50_ms', '-')} | {row.get('p95_ms', '-')}"
+              f" | {row.get('cpu_p50_ms', '-')} | {row.get('empty', '-')} |")
     print(f"\nBuild times include tokenising ({args.sentences:,} rows); queries: {args.queries} "
           f"held-out sentences and {len(QUESTIONS)} questions, top {args.k}; "
           f"load average at the end: {load:.1f} on {os.cpu_count()} cores")
