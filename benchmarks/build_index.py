@@ -229,7 +229,7 @@ def main() -> None:
         ap.error(f"--keep {args.keep}: already exists; remove it or choose another folder")
 
     from qtsearch.build.folders import folder_bytes
-    from qtsearch.build.pipeline import total_seconds
+    from qtsearch.build.state import total_seconds
     from qtsearch.errors import QTSearchError
     from qtsearch.index import read_manifest
     from qtsearch.text.reader import read_sentences

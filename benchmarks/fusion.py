@@ -4,7 +4,7 @@ Each task of the relevance benchmark (qtsearch.evaluation.relevance: pool = all 
 the split, queries = sentences with a paraphrase of gold >= 4) is built into an index with
 `build-index`'s code path (cached, shared with `qtsearch bench relevance`) and queried through
 `Index.search` in semantic and lexical mode, and in hybrid mode with each fusion: convex
-(z-normalised BM25 and cosine over the union of both legs' top 50, BM25 weighted 0.4 to 0.7;
+(z-normalised BM25 and cosine over the union of both legs' top 50, BM25 weighted by --weights;
 a lexical-only candidate's cosine read from the index), convex-floor (the same, a missing
 cosine set to the leg's lowest instead) and rrf (reciprocal rank, k = 60). Prints MRR@10,
 R@1 and R@10.
@@ -27,11 +27,15 @@ from qtsearch.query.search import QUERY_PRECISION, Index
 
 #: (label, mode, fusion, whether a lexical-only candidate's cosine is read from the index,
 #: the convex fusion's BM25 weight)
-SYSTEMS = [("semantic", "semantic", None, True, None),
-           ("lexical (BM25)", "lexical", None, True, None),
-           ("hybrid rrf", "hybrid", "rrf", True, None),
-           *((f"hybrid convex w={w}", "hybrid", "convex", True, w) for w in (0.4, 0.5, 0.6, 0.7)),
-           ("hybrid convex-floor w=0.6", "hybrid", "convex", False, 0.6)]
+WEIGHTS = (0.2, 0.4, 0.5, 0.6, 0.7)
+
+
+def systems(weights: tuple[float, ...] = WEIGHTS) -> list[tuple]:
+    return [("semantic", "semantic", None, True, None),
+            ("lexical (BM25)", "lexical", None, True, None),
+            ("hybrid rrf", "hybrid", "rrf", True, None),
+            *((f"hybrid convex w={w}", "hybrid", "convex", True, w) for w in weights),
+            ("hybrid convex-floor w=0.6", "hybrid", "convex", False, 0.6)]
 
 
 def evaluate(index: Index, task, mode: str, fusion: str | None, exact_cosine: bool,
@@ -53,23 +57,26 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="Model folder or encoder name "
                                                       "(default: the shipped model).")
     parser.add_argument("--json", type=Path, help="Write the figures here too.")
+    parser.add_argument("--weights", nargs="+", type=float, default=list(WEIGHTS),
+                        help="BM25 weights of the convex fusion to compare.")
     args = parser.parse_args()
     from qtsearch.encode.encoder import load_encoder
 
     encoder = load_encoder(args.model, device="cpu", precision=QUERY_PRECISION)
     tasks = load_tasks(RelevanceConfig(tasks=args.tasks), data_root())
+    chosen = systems(tuple(args.weights))
     report: dict[str, dict[str, dict[str, float]]] = {}
     for task in tasks:
         folder, _ = task_index(task, args.model, encoder.name, encoder_key(encoder),
                                device="cpu", progress=False)
         with Index.open(folder, model=encoder, device="cpu") as index:
             report[task.name] = {label: evaluate(index, task, *how)
-                                 for label, *how in SYSTEMS}
+                                 for label, *how in chosen}
         print(f"\n{task.name}: {len(task.queries)} queries, pool {len(task.pool)}",
               file=sys.stderr)
     print("| system | " + " | ".join(f"{t} MRR@10 / R@1 / R@10" for t in report) + " |")
     print("|---|" + "---|" * len(report))
-    for label, *_ in SYSTEMS:
+    for label, *_ in chosen:
         cells = [f"{r[label]['MRR@10']:.3f} / {r[label]['R@1']:.3f} / {r[label]['R@10']:.3f}"
                  for r in report.values()]
         print(f"| {label} | " + " | ".join(cells) + " |")

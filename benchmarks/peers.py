@@ -105,7 +105,8 @@ def child_build(system: str, corpus: Path, out: Path, limit: int | None, model: 
     """Builds `system`'s index of `corpus` in `out`: its count, the model's load seconds and
     the build's (read, encode, index, write)."""
     if system == "qtsearch":
-        from qtsearch.build.pipeline import IndexConfig, build_index, total_seconds
+        from qtsearch.build.pipeline import IndexConfig, build_index
+        from qtsearch.build.state import total_seconds
         from qtsearch.index import read_manifest
 
         t = time.perf_counter()

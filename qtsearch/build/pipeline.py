@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from qtsearch.build import shards as shard_files
+from qtsearch.build.config import IndexConfig, default_out
 from qtsearch.build.folders import file_checksum, folder_bytes, swap_in
 from qtsearch.build.index_stage import IndexStage, build_fields, manifest_fields
 from qtsearch.build.progress import Progress
-from qtsearch.build.state import SHARDS, STATE_FILE, BuildState
+from qtsearch.build.state import PARALLEL_MIN_CPUS, SHARDS, STATE_FILE, BuildState
 from qtsearch.build.tokens import shard_inputs
 from qtsearch.config import save_config
 from qtsearch.encode.corpus_words import prepare_corpus_words, refines
@@ -55,7 +56,6 @@ from qtsearch.index.manifest import (
 )
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import (
-    DEFAULT_FIT,
     FIT_SAMPLE,
     TRANSFORM_FILE,
     TRANSFORM_JSON,
@@ -64,16 +64,12 @@ from qtsearch.index.transform import (
     canonical_fit,
 )
 from qtsearch.text.reader import check_docs, check_format, list_files, read_sentences
-from qtsearch.text.records import PASSAGE_WORDS, RecordFields
 
 if TYPE_CHECKING:
     from qtsearch.encode.encoder import ExternalEncoder
 
     AnyEncoder = Encoder | ExternalEncoder
 
-#: The metadata stage runs beside the index stage only with this many CPUs: on fewer, a Python
-#: thread next to faiss's OpenMP threads oversubscribes the cores and slows both.
-PARALLEL_MIN_CPUS = 4
 #: Without --split-sentences, a corpus of at least WRAPPED_MIN_LINES lines more than
 #: WRAPPED_SHARE of which run on into the next line (no sentence end, and the next line starts
 #: in lower case) gets a warning. A line without a full stop alone is no sign: SICK and
@@ -88,37 +84,6 @@ FIT_SEED = 2
 
 
 @dataclass
-class IndexConfig:
-    """Options of `qtsearch build-index`, saved as config.json in the index folder."""
-
-    corpus: list[str]
-    model: str | None = None  # None: the shipped default model
-    out: str | None = None  # None: indexes/<corpus name>/
-    index: str = "auto"  # auto | flat | sq8 | ivf-pq | hnsw
-    split_sentences: bool = False
-    device: str = "auto"  # auto | cpu | cuda (embedding and faiss)
-    precision: str = "auto"  # auto | fp32 | bf16 (embedding)
-    parquet: bool = False  # also write meta.parquet
-    shard_size: int = 50_000  # sentences per spooled shard (the unit of resumption)
-    batch_size: int = 512  # sentences per embedding batch
-    overwrite: bool = False
-    fit: str = DEFAULT_FIT  # auto | none | centre | abtt:D | whiten:K (index.transform)
-    input_format: str = "auto"  # auto | text | wikiextractor | records (text.reader.FORMATS)
-    docs: str = "file"  # running text: file | paragraph is one document (text.reader.DOC_UNITS)
-    passage_words: int = PASSAGE_WORDS  # records: words per passage (0: one passage a record)
-    id_field: str | None = None  # records: the id, title and text fields (None: common names)
-    title_field: str | None = None
-    text_field: str | None = None
-
-    def read_options(self) -> dict[str, Any]:
-        """How the corpus is read: `read_sentences`' keyword arguments (also what the
-        manifest records, so that `add` reads more text the same way)."""
-        return {"split": self.split_sentences, "fmt": self.input_format, "docs": self.docs,
-                "passage_words": self.passage_words,
-                "fields": RecordFields(self.id_field, self.title_field, self.text_field)}
-
-
-@dataclass
 class BuildResult:
     """What a build produced, for the summary table and for callers."""
 
@@ -128,24 +93,6 @@ class BuildResult:
     bytes_on_disk: int = 0
     #: a mean model's words this run embedded: tokens, composed (from word pieces), unknown
     words: dict[str, int] | None = None
-
-
-def total_seconds(stages: dict[str, float], parallel: bool | None = None) -> float:
-    """Build time from the stage times; the index and metadata stages overlap on machines
-    with PARALLEL_MIN_CPUS or more (`parallel`: whether they did; default: this machine)."""
-    if parallel is None:
-        parallel = (os.cpu_count() or 1) >= PARALLEL_MIN_CPUS
-    index, meta = stages.get("index", 0.0), stages.get("metadata", 0.0)
-    return (stages.get("read", 0.0) + stages.get("embed", 0.0)
-            + (max(index, meta) if parallel else index + meta))
-
-
-def default_out(corpus: list[str]) -> Path:
-    """indexes/<name of the first corpus path without .gz/.txt>."""
-    name = Path(corpus[0]).name
-    for suffix in (".gz", ".txt", ".text"):
-        name = name.removesuffix(suffix)
-    return Path("indexes") / (name or "corpus")
 
 
 def model_spec(encoder: AnyEncoder) -> str:

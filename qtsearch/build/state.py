@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import threading
 import time
@@ -18,6 +19,20 @@ log = logging.getLogger("qtsearch")
 STAGES = ("read", "embed", "index", "metadata")
 STATE_FILE = "state.json"
 SHARDS = "shards"
+
+#: The metadata stage runs beside the index stage only with this many CPUs: on fewer, a Python
+#: thread next to faiss's OpenMP threads oversubscribes the cores and slows both.
+PARALLEL_MIN_CPUS = 4
+
+
+def total_seconds(stages: dict[str, float], parallel: bool | None = None) -> float:
+    """Build time from the stage times; the index and metadata stages overlap on machines
+    with PARALLEL_MIN_CPUS or more (`parallel`: whether they did; default: this machine)."""
+    if parallel is None:
+        parallel = (os.cpu_count() or 1) >= PARALLEL_MIN_CPUS
+    index, meta = stages.get("index", 0.0), stages.get("metadata", 0.0)
+    return (stages.get("read", 0.0) + stages.get("embed", 0.0)
+            + (max(index, meta) if parallel else index + meta))
 
 
 class BuildState(dict):

@@ -65,7 +65,7 @@ def summary_table(manifest: dict[str, Any], bytes_on_disk: int, resumed: bool = 
     """Time per stage and throughput of a finished build. The caption is one phrase a line,
     and the table at least as wide as the longest, so no phrase is ever cut in two; after a
     resumed build the times (and the total) include the earlier, interrupted runs."""
-    from qtsearch.build.pipeline import total_seconds
+    from qtsearch.build.state import total_seconds
 
     n = manifest["count"]
     fit = (manifest.get("transform") or {}).get("spec", "none")
@@ -99,9 +99,10 @@ def build_index_cmd(
     out_dir: Path | None = typer.Option(
         None, "--out", "-o", help="Index folder to write (default: indexes/<corpus name>)."),
     index: str = typer.Option(
-        "auto", "--index", help="auto | flat | sq8 | ivf-pq | hnsw (auto, from corpus size and "
-        "free memory: flat under 50k sentences, sq8 under 300k, then hnsw where the graph fits "
-        "in half the free memory, else ivf-pq; the reason is printed)."),
+        "auto", "--index", help="auto | flat | sq8 | ivf | ivf-pq | hnsw (auto, from corpus "
+        "size and free memory: flat under 50k sentences, sq8 under 300k, then ivf (inverted "
+        "file, built in seconds) while its estimated query cost stays within budget, else hnsw "
+        "where the graph fits in half the free memory, else ivf-pq; the reason is printed)."),
     split_sentences: bool = typer.Option(
         False, "--split-sentences", help="Input is running text: split it into sentences."),
     device: str = typer.Option(

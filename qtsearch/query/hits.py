@@ -11,6 +11,14 @@ from typing import Any
 
 from qtsearch.text.reader import ARTICLE_FIELDS
 
+#: What a result is: a stored passage (sentence), or a document ranked by its best passage.
+UNITS = ("passage", "doc")
+#: Passages a result by document keeps beside its best one.
+DOC_PASSAGES = 3
+#: Passages fetched per result wanted, so that k distinct texts (or documents) remain after
+#: duplicates (and a document's other passages) are folded away.
+FETCH_PER_RESULT = {"passage": 2, "doc": 4}
+
 
 @dataclass(frozen=True)
 class Record:
@@ -73,3 +81,26 @@ class Results(list[Hit]):
     def __init__(self, hits: Iterable[Hit] = (), note: str | None = None):
         super().__init__(hits)
         self.note = note
+
+
+def fold(results: Results, k: int, by: str) -> Results:
+    """The first `k` hits of `results` with each text shown once (equal up to spacing and
+    case) and, `by` "doc", each document once: its best passage, the others in `passages`."""
+    seen: set[str] = set()
+    docs: dict[int, list[Hit]] = {}
+    order: list[Hit] = []
+    for hit in results:
+        key = " ".join(hit.text.casefold().split())
+        if key in seen:
+            continue
+        seen.add(key)
+        if by == "doc":
+            if hit.doc in docs:
+                docs[hit.doc].append(hit)
+                continue
+            docs[hit.doc] = [hit]
+        order.append(hit)
+    if by == "doc":
+        order = [dataclasses.replace(h, passages=tuple(docs[h.doc][1:1 + DOC_PASSAGES]))
+                 for h in order[:k]]
+    return Results(order[:k], results.note)

@@ -11,7 +11,6 @@ types). `where` filters on metadata columns (qtsearch.query.filters) with exact 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import threading
@@ -28,24 +27,17 @@ from qtsearch.index import INDEX_FILE, META_FILE, read_manifest
 from qtsearch.index.backend import VectorBackend, open_backend, search_subset
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
+from qtsearch.query.analogy import analogy
 from qtsearch.query.filters import Filter, make_filter
 from qtsearch.query.fusion import CANDIDATES, FUSIONS, LEXICAL_WEIGHT, Leg, convex, rrf
-from qtsearch.query.hits import Hit, Record, Results
+from qtsearch.query.hits import FETCH_PER_RESULT, UNITS, Hit, Record, Results, fold
 from qtsearch.query.lexical import LexicalSearch
 from qtsearch.query.opening import check_dims, model_for, read_through
 from qtsearch.query.rerank import Reranker
 from qtsearch.query.words import composed_note, note_for, unknown_words, vocabulary
-from qtsearch.text.tokenizer import tokenize
 
 log = logging.getLogger("qtsearch")
 MODES = ("hybrid", "semantic", "lexical")
-#: What a result is: a stored passage (sentence), or a document ranked by its best passage.
-UNITS = ("passage", "doc")
-#: Passages a result by document keeps beside its best one.
-DOC_PASSAGES = 3
-#: Passages fetched per result wanted, so that k distinct texts (or documents) remain after
-#: duplicates (and a document's other passages) are folded away.
-FETCH_PER_RESULT = {"passage": 2, "doc": 4}
 #: The fusion of the hybrid mode, chosen on paraphrase retrieval (README, "Hybrid search").
 DEFAULT_FUSION = "convex"
 #: Queries are encoded one or a few at a time, where bf16 autocast costs more than it saves:
@@ -56,39 +48,6 @@ QUERY_PRECISION = "fp32"
 CONTEXT_WINDOW = 2
 NO_FTS = ("has no full-text table, so it answers semantic search only; rebuild it with "
           "`qtsearch build-index` to add lexical and hybrid search")
-
-
-def _normalise(v: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(v, axis=-1, keepdims=True)
-    return (v / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
-
-
-def fold(results: Results, k: int, by: str) -> Results:
-    """The first `k` hits of `results` with each text shown once (equal up to spacing and
-    case) and, `by` "doc", each document once: its best passage, the others in `passages`."""
-    seen: set[str] = set()
-    docs: dict[int, list[Hit]] = {}
-    order: list[Hit] = []
-    for hit in results:
-        key = " ".join(hit.text.casefold().split())
-        if key in seen:
-            continue
-        seen.add(key)
-        if by == "doc":
-            if hit.doc in docs:
-                docs[hit.doc].append(hit)
-                continue
-            docs[hit.doc] = [hit]
-        order.append(hit)
-    if by == "doc":
-        order = [dataclasses.replace(h, passages=tuple(docs[h.doc][1:1 + DOC_PASSAGES]))
-                 for h in order[:k]]
-    return Results(order[:k], results.note)
-
-
-def _same_sentence(a: str, b: str) -> bool:
-    """Equal up to spacing and case: what a user means by "that is one of my inputs"."""
-    return [t.casefold() for t in tokenize(a)] == [t.casefold() for t in tokenize(b)]
 
 
 class Index:
@@ -165,7 +124,7 @@ class Index:
         """Apply search-time parameters by name (nprobe, efSearch, k_factor_rf)."""
         self.backend.set_params(params)
 
-    def _clamp(self, k: int) -> int:
+    def clamp(self, k: int) -> int:
         if k < 1:
             raise UsageError(f"k must be at least 1 (got {k})")
         if k > self.count:
@@ -215,7 +174,7 @@ class Index:
     def search_vectors(self, vectors: np.ndarray, k: int,
                        where: Mapping[str, str | int] | None = None) -> list[Results]:
         """Nearest stored sentences to vectors already in the index's space [n, dim]."""
-        k = self._clamp(k)
+        k = self.clamp(k)
         q = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, self.backend.d)
         scores, ids = self._nearest(q, k, self.filter_for(where))
         legs = [{int(i): float(s) for s, i in zip(sr, ir, strict=True) if i >= 0}
@@ -245,7 +204,7 @@ class Index:
         know is searched lexically only in hybrid mode, and its Results carry a `note`."""
         if by not in UNITS:
             raise UsageError(f"unknown result unit {by!r}; choose from {', '.join(UNITS)}")
-        k = self._clamp(k)
+        k = self.clamp(k)
         if rerank is not None:  # the first stage's `depth` best, each text (document) once
             texts = [sentences] if isinstance(sentences, str) else list(sentences)
             return rerank(texts, self.search(texts, max(k, rerank.depth), mode, where,
@@ -364,7 +323,7 @@ class Index:
         unless `exclude_self` is False). The stored text is re-encoded, which gives the exact
         vector for every index type, quantised ones included."""
         records = self.get(ids)
-        k = self._clamp(k)
+        k = self.clamp(k)
         vectors = self._vectors([r.text for r in records])
         extra = 1 if exclude_self and k < self.count else 0
         results = self.search_vectors(vectors, k + extra, where)
@@ -375,26 +334,8 @@ class Index:
 
     def analogy(self, a: str, b: str, c: str, k: int = 10,
                 exclude_inputs: bool = True) -> Results:
-        """Sentences d with a : b :: c : d, ranked by cos(d, normalise(c + b − a)) over
-        normalised vectors (the Quick-Thoughts analogy query). The three inputs themselves
-        are left out unless `exclude_inputs` is False."""
-        va, vb, vc = self.embed([a, b, c])
-        query = vc + vb - va
-        if np.linalg.norm(query) < 1e-6:
-            raise InputError("the analogy cancels out (c + b − a is zero): nothing to search for")
-        query = _normalise(query)[None, :]
-        k = self._clamp(k)
-        if not exclude_inputs:
-            return self.search_vectors(query, k)[0]
-        inputs = [a, b, c]
-        fetch = min(k + 3, self.count)
-        while True:
-            hits = [h for h in self.search_vectors(query, fetch)[0]
-                    if not any(_same_sentence(h.text, s) for s in inputs)]
-            # duplicates of the inputs can crowd the list: widen until k remain or all seen
-            if len(hits) >= k or fetch >= self.count:
-                return Results(hits[:k])
-            fetch = min(fetch * 4, self.count)
+        """Sentences d with a : b :: c : d (qtsearch.query.analogy)."""
+        return analogy(self, a, b, c, k, exclude_inputs)
 
     def context(self, id: int, window: int = CONTEXT_WINDOW) -> list[Record]:
         """The sentence `id` with up to `window` sentences before and after it in its document."""
