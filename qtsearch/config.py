@@ -22,6 +22,14 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def with_umask(path: str | os.PathLike) -> None:
+    """Give a file the mode the user's umask asks for (0644 under the usual 022). safetensors
+    creates its files 0600, so an index or model shared with another user failed to load."""
+    mask = os.umask(0o022)  # reading the umask means setting it; set straight back
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+
+
 def save_config(config: Any, path: Path) -> None:
     write_json_atomic(path, dataclasses.asdict(config))
 

@@ -141,6 +141,15 @@ def test_a_key_collision_gets_its_own_node(monkeypatch):
     assert folder.fold().node_of_row.tolist() == [0, 1, 0, 2, 0]
 
 
+def _unrecord(folder: Path) -> None:
+    """Drop the manifest's record of file sizes and checksums, as indexes before it had."""
+    import json
+
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest.pop("files", None)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
 def test_a_graph_without_a_fold_opens_and_adds_one_node_per_sentence(shared_data, tmp_path):
     """An HNSW index written before folding existed (no fold.safetensors: one node per
     sentence) opens, searches, and takes `add` as it always did, copies included."""
@@ -156,6 +165,7 @@ def test_a_graph_without_a_fold_opens_and_adds_one_node_per_sentence(shared_data
     fold = _fold(folder)
     assert fold is not None and fold.nodes == fold.rows  # no copies: nothing was folded
     (folder / FOLD_FILE).unlink()
+    _unrecord(folder)  # an index from before folding had no record of file checksums either
     with Index.open(folder) as idx:
         rows = idx.count
         assert idx.backend.fold is None
@@ -179,6 +189,10 @@ def test_a_damaged_or_foreign_fold_is_one_clear_error(pair, tmp_path):
     folder = tmp_path / "idx"
     shutil.copytree(pair[0], folder)
     (folder / FOLD_FILE).write_bytes(b"not a safetensors file")
+    with pytest.raises(IndexError_, match=r"fold\.safetensors: 22 bytes where the manifest "
+                                          r"records"):
+        Index.open(folder)  # the size check of every open (qtsearch.index.integrity)
+    _unrecord(folder)  # without the record, the fold's own reader says what is wrong
     with pytest.raises(IndexError_, match="corrupt or unreadable fold"):
         Index.open(folder)
     Fold(np.zeros(10, np.int64)).save(folder)  # another index's fold: 1 node, not thousands

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from qtsearch.config import with_umask
 from qtsearch.errors import IndexError_
 
 FOLD_FILE = "fold.safetensors"
@@ -100,6 +101,7 @@ class Fold:
         path = Path(folder) / FOLD_FILE
         tmp = path.with_name(path.name + ".tmp")
         save_file({"node_of_row": self.node_of_row}, str(tmp))
+        with_umask(tmp)
         os.replace(tmp, path)
 
     @classmethod

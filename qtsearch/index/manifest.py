@@ -51,11 +51,19 @@ def read_manifest(index_dir: str | Path) -> dict[str, Any]:
     missing = [k for k in REQUIRED if k not in data]
     if missing:
         raise IndexError_(f"{path}: corrupt manifest (missing {', '.join(missing)})")
+    from qtsearch.index.integrity import check_sizes
+
+    check_sizes(folder, data)  # a truncated or replaced file fails here, in one line
     return data
 
 
 def write_manifest(index_dir: Path, data: dict[str, Any]) -> None:
-    write_json_atomic(Path(index_dir) / MANIFEST, data)
+    """Write the manifest, last of an index's files: it records every other file's size and
+    sha256 (qtsearch.index.integrity), which `qtsearch check` verifies and every open compares
+    sizes with."""
+    from qtsearch.index.integrity import FILES, record
+
+    write_json_atomic(Path(index_dir) / MANIFEST, {**data, FILES: record(index_dir)})
 
 
 def now() -> str:

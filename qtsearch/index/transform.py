@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from qtsearch.config import write_json_atomic
+from qtsearch.config import with_umask, write_json_atomic
 from qtsearch.errors import IndexError_, UsageError
 from qtsearch.index.choose import SQ8_MAX
 
@@ -167,6 +167,7 @@ class VectorTransform:
         path = Path(folder) / TRANSFORM_FILE
         tmp = path.with_name(path.name + ".tmp")
         save_file({"mean": self.mean, "matrix": self.matrix}, str(tmp))
+        with_umask(tmp)
         os.replace(tmp, path)
         write_json_atomic(Path(folder) / TRANSFORM_JSON, self.describe())
 

@@ -16,7 +16,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from qtsearch.config import write_json_atomic
+from qtsearch.config import with_umask, write_json_atomic
 from qtsearch.errors import ModelError
 from qtsearch.models.encoders import EncoderConfig, QuickThoughts
 from qtsearch.models.fastsent import FastSent
@@ -55,6 +55,7 @@ def save_weights(path: Path, model: nn.Module, dtype: torch.dtype = torch.float3
     tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in model.state_dict().items()}
     tmp = path.with_name(path.name + ".tmp")
     save_file(tensors, str(tmp), metadata={"format": FORMAT})
+    with_umask(tmp)
     os.replace(tmp, path)
 
 

@@ -21,7 +21,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from qtsearch.config import config_from_dict, write_json_atomic
+from qtsearch.config import config_from_dict, with_umask, write_json_atomic
 from qtsearch.errors import ModelError, OutputError, UsageError
 
 CHECKPOINT = "checkpoint"
@@ -46,6 +46,7 @@ def save_heads(folder: Path, heads: dict[str, nn.Module]) -> None:
                for name, mod in heads.items() for k, v in mod.state_dict().items()}
     tmp = folder / (HEADS + ".tmp")
     save_file(tensors, str(tmp))
+    with_umask(tmp)
     tmp.replace(folder / HEADS)
 
 
@@ -63,6 +64,7 @@ def save_state(folder: Path, modules: dict[str, nn.Module], optim: torch.optim.O
             tensors[f"opt.{i}.{k}"] = torch.as_tensor(v).detach().cpu().contiguous()
     tensors["rng.torch"] = torch.get_rng_state()
     save_file(tensors, str(tmp / "state.safetensors"))
+    with_umask(tmp / "state.safetensors")
     write_json_atomic(tmp / "state.json", {
         "step": step, "param_groups": opt["param_groups"],
         "config": dataclasses.asdict(config), "data": facts})

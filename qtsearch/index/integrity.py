@@ -1,0 +1,123 @@
+"""Integrity you can check: the manifest records every file of the index (bytes and sha256),
+`qtsearch check INDEX` verifies them and that vectors, rows, full-text rows and the manifest's
+count agree, and every open compares the files' sizes with the record (a few `stat`s).
+
+A flipped bit inside `index.faiss` or `transform.safetensors` changes answers without any
+reader noticing; only a checksum sees it, so `check` reads every byte (seconds per GB). The
+size check on open is what every command can afford: it catches a truncated or replaced file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from qtsearch.errors import IndexError_
+
+#: The manifest key holding {relative path: {"bytes": n, "sha256": hex}}.
+FILES = "files"
+#: Never recorded: the manifest itself, a build's resume state, SQLite's side files (absent or
+#: empty in a finished index), temporary names, and the shards a build deletes at its end.
+_SKIP_NAMES = {"manifest.json", "state.json"}
+_SKIP_SUFFIXES = (".tmp", "-wal", "-shm", "-journal")
+_SKIP_DIRS = {"shards"}
+
+
+def _files(folder: Path) -> Iterator[Path]:
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
+        for name in sorted(names):
+            if name in _SKIP_NAMES or name.endswith(_SKIP_SUFFIXES):
+                continue
+            yield Path(root) / name
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def record(folder: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """What the manifest records of the finished files in `folder` (written last, by
+    write_manifest, so every other file is final)."""
+    folder = Path(folder)
+    return {p.relative_to(folder).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256(p)}
+            for p in _files(folder)}
+
+
+def check_sizes(folder: str | os.PathLike, manifest: dict[str, Any]) -> None:
+    """The cheap check of every open: each recorded file is there with its recorded size
+    (IndexError_ naming the first that is not). Indexes from before the record pass."""
+    folder = Path(folder)
+    for name, want in (manifest.get(FILES) or {}).items():
+        path = folder / name
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise IndexError_(f"{path}: missing (the manifest records it); rebuild the "
+                              "index") from None
+        except PermissionError:
+            raise IndexError_(f"{path}: permission denied") from None
+        if stat.S_ISREG(st.st_mode) and st.st_size != want.get("bytes"):
+            raise IndexError_(f"{path}: {st.st_size:,} bytes where the manifest records "
+                              f"{want.get('bytes', 0):,}: damaged or changed since it was "
+                              "written; rebuild the index")
+
+
+def verify(folder: str | os.PathLike, manifest: dict[str, Any]) -> list[str]:
+    """Every problem `qtsearch check` finds, one line each (empty: the index is whole):
+    recorded files missing, resized or with another sha256, and counts that disagree."""
+    folder = Path(folder)
+    problems: list[str] = []
+    for name, want in (manifest.get(FILES) or {}).items():
+        path = folder / name
+        if not path.is_file():
+            problems.append(f"{path}: missing")
+            continue
+        try:
+            got = {"bytes": path.stat().st_size, "sha256": sha256(path)}
+        except PermissionError:
+            problems.append(f"{path}: permission denied")
+            continue
+        if got["bytes"] != want.get("bytes"):
+            problems.append(f"{path}: {got['bytes']:,} bytes, the manifest records "
+                            f"{want.get('bytes', 0):,}")
+        elif got["sha256"] != want.get("sha256"):
+            problems.append(f"{path}: sha256 {got['sha256'][:12]}… differs from the "
+                            f"recorded {str(want.get('sha256'))[:12]}… (damaged)")
+    problems += count_problems(folder, manifest)
+    return problems
+
+
+def counts(folder: Path) -> dict[str, int | None]:
+    """Vectors in the faiss index, rows and full-text rows in SQLite (None: no such table)."""
+    from qtsearch.index.faiss_backend import open_faiss_index
+    from qtsearch.index.manifest import INDEX_FILE, META_FILE
+    from qtsearch.index.store import FTS_TABLE, MetadataStore
+
+    vectors = int(open_faiss_index(folder / INDEX_FILE, mmap=True).ntotal)
+    with MetadataStore.open(folder / META_FILE) as store:
+        rows = store.count()
+        fts = None
+        if store.has_fts():
+            with store._connect() as conn:  # the full-text index's own per-row table
+                fts = int(conn.exec_driver_sql(
+                    f"SELECT COUNT(*) FROM {FTS_TABLE}_docsize").scalar_one())
+    return {"vectors": vectors, "rows": rows, "full_text_rows": fts}
+
+
+def count_problems(folder: Path, manifest: dict[str, Any]) -> list[str]:
+    try:
+        got = counts(folder)
+    except IndexError_ as e:
+        return [str(e)]
+    want = manifest["count"]
+    return [f"{folder}: {what.replace('_', ' ')} {n:,}, the manifest counts {want:,}"
+            for what, n in got.items() if n is not None and n != want]

@@ -1,0 +1,161 @@
+"""Integrity you can check (qtsearch.index.integrity, `qtsearch check`) and an index another
+user can read, on real indexes: the manifest records every file's size and sha256; `check`
+finds flipped bits that searches cannot see, and counts that disagree; every open refuses a
+file whose size is not the recorded one; files are written with the user's umask.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from test_writers import ENV, REPO, cli, one_error_line
+
+
+@pytest.fixture
+def copy(flat: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(flat, tmp_path / "index"))
+
+
+def _flip(path: Path, bits: int, seed: int = 0, skip: int = 64) -> None:
+    """Flip `bits` random bits past the first `skip` bytes (the file's header)."""
+    rng = random.Random(seed)
+    data = bytearray(path.read_bytes())
+    for _ in range(bits):
+        at = rng.randrange(skip, len(data))
+        data[at] ^= 1 << rng.randrange(8)
+    path.write_bytes(bytes(data))
+
+
+def test_manifest_records_every_file(flat):
+    manifest = json.loads((flat / "manifest.json").read_text())
+    recorded = manifest["files"]
+    on_disk = sorted(p.relative_to(flat).as_posix() for p in flat.rglob("*")
+                     if p.is_file() and p.name != "manifest.json")
+    assert sorted(recorded) == on_disk
+    for name, want in recorded.items():
+        assert want["bytes"] == (flat / name).stat().st_size
+        assert len(want["sha256"]) == 64
+
+
+def test_check_says_ok_on_a_whole_index(copy):
+    from qtsearch.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["check", str(copy)])
+    assert e.value.code == 0
+
+
+@pytest.mark.slow
+def test_check_finds_flipped_bits_that_searches_do_not(copy):
+    """100 flipped bits in a flat index.faiss change answers without a word (exit 0): only the
+    checksum sees them, and `check` says which file."""
+    r = cli("check", str(copy))
+    assert r.returncode == 0, r.stderr
+    files = len(json.loads((copy / "manifest.json").read_text())["files"])
+    assert r.stdout.strip() == (f"{copy}: ok: {files} files match their recorded sha256; "
+                                "vectors = rows = full text rows = manifest count = 2,000")
+    _flip(copy / "index.faiss", 100)
+    assert cli("search", str(copy), "Emma was happy.").returncode == 0  # silently different
+    r = cli("check", str(copy))
+    assert r.returncode == 5
+    line = one_error_line(r.stderr)
+    assert f"{copy / 'index.faiss'}: sha256 " in line and "(damaged)" in line, line
+
+
+@pytest.mark.slow
+def test_check_finds_a_flipped_byte_in_the_transform_and_counts_that_disagree(copy):
+    if not (copy / "transform.safetensors").exists():
+        pytest.skip("this index has no fitted transform")
+    _flip(copy / "transform.safetensors", 1, skip=200)
+    conn = sqlite3.connect(copy / "meta.sqlite")
+    conn.execute("DELETE FROM sentences WHERE id = 1999")
+    conn.commit()
+    conn.close()
+    r = cli("check", str(copy))
+    assert r.returncode == 5
+    line = one_error_line(r.stderr)
+    assert "transform.safetensors: sha256" in line
+    assert "rows 1,999, the manifest counts 2,000" in line
+
+
+@pytest.mark.slow
+def test_every_open_refuses_a_file_of_the_wrong_size(copy):
+    data = (copy / "index.faiss").read_bytes()
+    (copy / "index.faiss").write_bytes(data + b"\0" * 16)
+    for argv in (["search", str(copy), "Emma was happy."], ["info", str(copy)]):
+        r = cli(*argv)
+        assert r.returncode == 5, r.stderr
+        line = one_error_line(r.stderr)
+        assert f"{copy / 'index.faiss'}: {len(data) + 16:,} bytes where the manifest records " \
+               f"{len(data):,}" in line
+
+
+def test_files_are_written_with_the_users_umask(flat, tiny_model):
+    """0644 under the default umask, safetensors files included (safetensors itself makes
+    them 0600)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    want = 0o666 & ~mask
+    for folder in (flat, tiny_model):
+        for p in folder.rglob("*.safetensors"):
+            if "checkpoint" not in p.parts:
+                assert stat.S_IMODE(p.stat().st_mode) == want, p
+    for p in flat.iterdir():
+        if p.is_file():
+            assert stat.S_IMODE(p.stat().st_mode) == want, p
+
+
+def _other_user() -> int | None:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return None
+    import pwd
+
+    users = [u.pw_uid for u in pwd.getpwall() if 1000 <= u.pw_uid < 60000]
+    return users[0] if users else None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_other_user() is None, reason="no second user to read the index as "
+                                                  "(needs root, setpriv and a uid ≥ 1000)")
+def test_another_user_can_search_an_index(tiny_model, shared_data):
+    """An index and its model built by one user (root here, umask 022) are searched by
+    another (a uid ≥ 1000, through setpriv)."""
+    uid = _other_user()
+    shelf = Path(tempfile.mkdtemp(prefix="qtsearch-shared-"))
+    try:
+        shelf.chmod(0o755)
+        model = Path(shutil.copytree(tiny_model, shelf / "model"))  # file modes kept
+        for d in (model, *(p for p in model.rglob("*") if p.is_dir())):
+            d.chmod(0o755)  # as mkdir makes them; pytest's own folders are 0700
+        corpus = shelf / "corpus.txt"
+        corpus.write_text("Emma was happy.\nThe weather was fine.\nA letter came today.\n",
+                          encoding="utf-8")
+        index = shelf / "index"
+        r = subprocess.run([sys.executable, str(REPO / "cli.py"), "build-index", str(corpus),
+                            "--model", str(model), "--out", str(index), "--index", "flat",
+                            "--device", "cpu", "-q"], capture_output=True, text=True, env=ENV,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr
+        home = shelf / "home"  # the other user's own (numba caches compiled code there)
+        home.mkdir()
+        os.chown(home, uid, uid)
+        env = {k: v for k, v in ENV.items() if k not in ("HOME",)}
+        r = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                            sys.executable, str(REPO / "cli.py"), "search", str(index),
+                            "Emma was happy.", "-k", "1", "--json"],
+                           capture_output=True, text=True, env={**env, "HOME": str(home)},
+                           cwd=home, timeout=600)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)[0]["hits"][0]["text"] == "Emma was happy."
+    finally:
+        shutil.rmtree(shelf, ignore_errors=True)
