@@ -178,7 +178,11 @@ def test_an_index_without_the_files_searches_its_full_text_table(scifact, scifac
     texts, queries = scifact
     old = tmp_path / "old"
     shutil.copytree(scifact_index, old)
-    shutil.rmtree(old / bm25.FOLDER)
+    shutil.rmtree(old / bm25.FOLDER)  # as an index built before the files: not in its record
+    manifest = json.loads((old / "manifest.json").read_text(encoding="utf-8"))
+    manifest["files"] = {name: v for name, v in manifest.get("files", {}).items()
+                         if not name.startswith(bm25.FOLDER + "/")}
+    (old / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     with Index.open(old) as idx:
         assert idx.lexical is not None and idx.lexical.bm25 is None
         hits = idx.search("glaucoma", 5, mode="lexical")[0]
@@ -205,11 +209,13 @@ def test_a_derived_index_gets_the_same_files(scifact_index, tmp_path):
         assert idx.lexical.bm25.count == idx.count
 
 
-def test_stop_word_queries_fall_back_to_the_full_text_table(scifact_index):
+def test_queries_only_stop_words_can_match_fall_back_to_the_full_text_table(scifact_index):
     with MetadataStore.open(scifact_index / "meta.sqlite") as store:
         search = LexicalSearch(store)
         assert search.bm25 is not None
         assert search.search("what is the", 5)  # no content word, yet the words occur
+        assert search.search("zzyzx the qwxzv", 5)  # no other word of it is in the index
+        assert search.search("zzyzx qwxzv", 5) == []
 
 
 # -- Wikipedia: no empty result at 500k+ rows -------------------------------------------------

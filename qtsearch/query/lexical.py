@@ -4,8 +4,9 @@ An index built with BM25 files (qtsearch.index.bm25: an inverted file of numpy a
 searched there: the OR of every query word that is not an English stop-word, every matching
 row scored, ranked as BM25 by its definition ranks, ~1-5 ms at a million sentences.
 Filters stay exact: the rows a `where` clause matches are looked up and the others dropped
-before the top k are taken. A query of stop-words only ("who is it") and an index built
-before the BM25 files are searched over the FTS5 table as below.
+before the top k are taken. A query none of whose other words occurs in the index is searched
+by its stop-words ("who is it", "Bartleby the scrivener" before any Melville was added), and an
+index built before the BM25 files by all its words, over the FTS5 table as below.
 
 Over FTS5, any text is a valid query: it is cut into words, each word is quoted as an FTS5
 string (so no character is ever query syntax) and the words are OR-ed. FTS5 scores every row
@@ -163,8 +164,9 @@ class LexicalSearch:
                params: Sequence[Any] = ()) -> list[tuple[int, float]]:
         """(id, BM25) of the best `k` rows for `text`, best first (rows matching `clause`)."""
         if self.bm25 is not None:
-            terms = self.bm25.query_terms(text)
-            if terms:  # else stop-words only: FTS5 has them, the BM25 files do not
+            vocab = self.bm25.vocab
+            terms = [t for t in self.bm25.query_terms(text) if t in vocab]
+            if terms:  # else only stop-words can match: FTS5 has them, the BM25 files do not
                 allowed = self.store.ids_where(clause, params) if clause else None
                 return self.bm25.top(terms, k, allowed)
         plan = self.plan(text)
