@@ -10,7 +10,7 @@ throughput (requests/s), client-side latency p50/p95/p99/max, the server process
 per request (Linux /proc), and the load average before and after (the machine is shared).
 
     python benchmarks/serve_load.py /tmp/lat/hnsw_100000 \
-        --queries /tmp/lat/gutenberg_100000.queries.json --clients 1 8 32 --requests 3000
+        --queries /tmp/lat/gutenberg_100000.queries.json --clients 1 8 32 64 --requests 3000
 
 Queries: `--queries FILE` (a JSON list, or one sentence a line); by default the held-out
 sentences that follow the index's corpus in the Gutenberg books (an index built by
@@ -150,6 +150,49 @@ def run_level(url: str, queries: list[str], clients: int, requests: int, max_sec
             "max_ms": round(float(ms.max()), 2)}
 
 
+def rss_mb(pid: int | None) -> float | None:
+    """Resident memory of a process (Linux /proc), in MB; None elsewhere."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, TypeError):
+        pass
+    return None
+
+
+def run_hostile(url: str, queries: list[str], clients: int, pid: int | None) -> dict[str, Any]:
+    """`clients` requests at once, each asking for 100 queries × k=1000 in a 4 KB body (an
+    amplification: before the server's budgets, 29 MB and 10-42 s of CPU each): their statuses,
+    the slowest answer, the answer bytes, and the server's memory before and after."""
+    parsed = urllib.parse.urlsplit(url)
+    body = json.dumps({"q": [queries[i % len(queries)] for i in range(100)], "k": 1000})
+    results: list[tuple[int, float, int]] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=600)
+        t = time.perf_counter()
+        conn.request("POST", "/search", body, {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        size = len(response.read())
+        with lock:
+            results.append((response.status, time.perf_counter() - t, size))
+        conn.close()
+
+    before = rss_mb(pid)
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"clients": clients, "request_bytes": len(body),
+            "statuses": sorted({r[0] for r in results}),
+            "max_ms": round(max(r[1] for r in results) * 1000, 2),
+            "answer_bytes": max(r[2] for r in results),
+            "rss_mb_before": before, "rss_mb_after": rss_mb(pid)}
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| clients | requests | errors | req/s | p50 ms | p95 ms | p99 ms | max ms | "
              "server CPU ms/req | load avg before → after |",
@@ -169,7 +212,7 @@ def main() -> None:
     ap.add_argument("index", type=Path, help="Index folder to serve (and to find queries for).")
     ap.add_argument("--url", help="A running server instead of starting one.")
     ap.add_argument("--queries", type=Path, help="JSON list or one query a line.")
-    ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 64])
     ap.add_argument("--requests", type=int, default=2000, help="Per client count.")
     ap.add_argument("--max-seconds", type=float, default=120, help="Per client count.")
     ap.add_argument("--warmup", type=int, default=200, help="Requests before measuring.")
@@ -179,6 +222,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1, help="Server worker processes.")
     ap.add_argument("--start-timeout", type=float, default=300)
     ap.add_argument("--json", type=Path, help="Also write the results here.")
+    ap.add_argument("--hostile", type=int, default=4, help="Then this many amplifying requests "
+                    "at once (100 queries × k=1000 each; 0: none).")
     args = ap.parse_args()
 
     queries = read_queries(args.queries, args.index, max(args.requests, 1000))
@@ -204,17 +249,26 @@ def main() -> None:
             log(f"  {clients} clients: {row['throughput_rps']} req/s, p50 {row['p50_ms']} ms, "
                 f"p99 {row['p99_ms']} ms, {row['errors']} errors")
             rows.append(row)
+        hostile = run_hostile(url, queries, args.hostile, pid) if args.hostile else None
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGINT)
             proc.wait(60)
     table = markdown(rows)
+    if hostile:
+        rss = (f"{hostile['rss_mb_before']:.0f} → {hostile['rss_mb_after']:.0f} MB"
+               if hostile["rss_mb_before"] is not None else "—")
+        table += (f"\n\nhostile: {hostile['clients']} × POST /search of 100 queries × k=1000 "
+                  f"({hostile['request_bytes']:,} bytes each): status "
+                  f"{', '.join(map(str, hostile['statuses']))}, slowest {hostile['max_ms']:.1f} "
+                  f"ms, answer {hostile['answer_bytes']:,} bytes, server RSS {rss}")
     print(table)
     if args.json:
         args.json.write_text(json.dumps({
             "index": str(args.index), "k": args.k, "mode": args.mode, "workers": args.workers,
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
             "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "rows": rows,
+            "hostile": hostile,
             "table": table}, indent=2), encoding="utf-8")
     if any(r["errors"] for r in rows):
         sys.exit(1)

@@ -76,8 +76,13 @@ def serve(
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}/"
     sock = _bind(host, port)  # a taken port fails here, before the model loads
     if host not in LOOPBACK:
+        # a wildcard address has no name of its own: the Host allow-list (serve.guards) then
+        # holds only loopback and --allow-host, which the user should hear about now
+        names = "" if allow_host or host not in ("0.0.0.0", "::") else (
+            "; it answers requests for this machine's loopback names only: add --allow-host "
+            "NAME for each name clients use")
         err.print(f"qtsearch: warning: listening on {host}: other machines can reach this "
-                  "server (plain HTTP, no TLS)", highlight=False, soft_wrap=True)
+                  f"server (plain HTTP, no TLS){names}", highlight=False, soft_wrap=True)
     if workers == 1:
         with sock:
             app = create_app(config)
