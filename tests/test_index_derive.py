@@ -78,7 +78,7 @@ def test_derived_manifest_records_its_source(flat, tmp_path):
     assert m["stages"]["read"] == m["stages"]["embed"] == 0.0 and m["stages"]["index"] > 0
     assert json.loads((result.path / "config.json").read_text())["index"] == "hnsw"
     assert sorted(p.name for p in result.path.iterdir()) == [
-        "config.json", "fold.safetensors", "index.faiss", "manifest.json", "meta.parquet",
+        "bm25", "config.json", "fold.safetensors", "index.faiss", "manifest.json", "meta.parquet",
         "meta.sqlite", "transform.json", "transform.safetensors"]
     assert not result.path.with_name("hnsw.partial").exists()
 
