@@ -217,6 +217,12 @@ def _vectors(folder: Path) -> np.ndarray:
     return index.reconstruct_n(0, index.ntotal)
 
 
+def _contents(folder: Path) -> dict[str, bytes]:
+    """Every file under an index folder (its BM25 files are in a subfolder), by relative path."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 def assert_same_index(got: Path, ref: Path) -> None:
     assert sorted(p.name for p in got.iterdir()) == sorted(p.name for p in ref.iterdir())
     assert np.array_equal(_vectors(got), _vectors(ref))
@@ -297,7 +303,7 @@ def test_ctrl_c_during_add_leaves_the_index_unchanged(index_corpus, tiny_model,
 
     folder = tmp_path / "wiki"
     shutil.copytree(index_reference, folder)
-    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    before = _contents(folder)
     more = tmp_path / "more.txt"
     more.write_text("One more sentence to add.\nAnd another one.\n", encoding="utf-8")
     r = subprocess.run([sys.executable, "-c", KILLER,
@@ -308,7 +314,7 @@ def test_ctrl_c_during_add_leaves_the_index_unchanged(index_corpus, tiny_model,
     assert r.returncode == 130, r.stderr[-2000:]
     last = r.stderr.strip().splitlines()[-1]
     assert last == f"qtsearch: error: interrupted; {folder} is unchanged"
-    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert _contents(folder) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["more.txt", "wiki"]
 
 
@@ -320,12 +326,12 @@ def test_killed_overwrite_keeps_the_old_index_whole(index_corpus, tiny_model, in
 
     out = tmp_path / "wiki"
     shutil.copytree(index_reference, out)
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = _contents(out)
     small = tmp_path / "small.txt"
     small.write_text("A different corpus.\nWith two lines.\n", encoding="utf-8")
     argv = [*index_argv(small, tiny_model, out), "--overwrite"]
     killed_run("qtsearch.index.faiss_backend:write_faiss_index", "after", 1, argv)
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert _contents(out) == before
 
 
 # ---------------------------------------------------------------------------------------------
