@@ -58,7 +58,7 @@ def test_manifest_and_counts(flat_index, corpus, tiny_model):
         assert store.count() == index.ntotal == m["count"]
     # nothing of the build is left behind
     assert flat_index.files == [
-        "config.json", "index.faiss", "manifest.json", "meta.parquet", "meta.sqlite",
+        "bm25", "config.json", "index.faiss", "manifest.json", "meta.parquet", "meta.sqlite",
         "transform.json", "transform.safetensors"]
     assert not flat_index.path.with_name("wiki.partial").exists()
 
@@ -268,6 +268,6 @@ def test_interrupted_rename_resumes_without_rework(corpus, tiny_model, tmp_path,
     result = build_index(cfg, progress=False)
     assert "everything" in result.resumed
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [
-        "config.json", "index.faiss", "manifest.json", "meta.sqlite", "transform.json",
+        "bm25", "config.json", "index.faiss", "manifest.json", "meta.sqlite", "transform.json",
         "transform.safetensors"]
     assert not (tmp_path / "a.partial").exists()
