@@ -61,8 +61,9 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
-INDEX_TYPES = ("flat", "sq8", "ivf-pq", "hnsw")
+INDEX_TYPES = ("flat", "sq8", "ivf", "ivf-pq", "hnsw")
 SWEEPS = {"ivf-pq": ("nprobe", [1, 2, 4, 8, 16, 32, 64, 128, 256]),
+          "ivf": ("nprobe", [16, 32, 64, 96, 128, 192, 256]),
           "hnsw": ("efSearch", [16, 32, 64, 128, 256, 512, 1024])}
 #: One in this many held-out sentences becomes a query (spread over the text, not one scene).
 QUERY_STRIDE = 7

@@ -102,7 +102,7 @@ def test_parquet_equals_sqlite(flat_index):
     assert [tuple(r.values()) for r in table.to_pylist()] == rows
 
 
-@pytest.mark.parametrize("kind", ["sq8", "ivf-pq", "hnsw"])
+@pytest.mark.parametrize("kind", ["sq8", "ivf", "ivf-pq", "hnsw"])
 def test_approximate_recall_against_flat(kind, flat_index, corpus, tiny_model, tmp_path):
     result = build_index(IndexConfig(corpus=[str(corpus)], model=str(tiny_model),
                                      out=str(tmp_path / kind), index=kind,
@@ -212,12 +212,14 @@ def test_overwrite_replaces_atomically(flat_index, corpus, tiny_model, tmp_path)
 def test_choice_rules():
     assert choose_index(10_000, 1200).index_type == "flat"
     assert choose_index(FLAT_MAX, 1200).index_type == "sq8"
-    graph = choose_index(SQ8_MAX * 4, 256, memory=8 << 30)  # 1.2M: 1.8 GB of graph
+    inverted = choose_index(1_000_000, 256, memory=8 << 30)  # scans within budget
+    assert inverted.index_type == "ivf" and inverted.tune == "nprobe"
+    graph = choose_index(SQ8_MAX * 4, 1200, memory=64 << 30)  # scans over budget: a graph
     assert graph.index_type == "hnsw" and graph.tune == "efSearch"
-    big = choose_index(SQ8_MAX * 4, 1200, memory=8 << 30)  # a graph of 6.4 GB: over budget
+    big = choose_index(SQ8_MAX * 4, 1200, "ivf-pq")
     assert big.index_type == "ivf-pq" and big.key.startswith(f"IVF{ivf_lists(SQ8_MAX * 4)},")
     assert "Refine" in big.key and big.tune == "nprobe" and max(big.candidates) <= 2048
-    tight = choose_index(SQ8_MAX * 4, 1200, memory=1 << 30)
+    tight = choose_index(SQ8_MAX * 4, 1200, memory=2 << 30)  # 1.4 GB of 8-bit codes: over
     assert "Refine" not in tight.key and "over the memory budget" in tight.why
     assert choose_index(100, 64, "hnsw").key == "HNSW32"
     assert ivf_lists(1_000_000) == 1024 and ivf_lists(1000) <= 1000 // 39

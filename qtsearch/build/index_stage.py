@@ -115,7 +115,13 @@ class IndexStage:
                     key = choice.fallback_key
                     bar.grow(shards + 1)
                     builder = self._fill(key, dim, device, choice.train_size, bar)
-                    recall = measure_recall(builder.index, params, queries, truth, builder.fold)
+                    if choice.tune:  # the finer codes reach the target at another setting
+                        params, recall = tune_search(
+                            builder.index, choice.tune, choice.candidates, queries, truth,
+                            TARGET_RECALL, choice.outer, choice.outer_candidates, builder.fold)
+                    else:
+                        recall = measure_recall(builder.index, params, queries, truth,
+                                                builder.fold)
                 if recall < TARGET_RECALL:
                     self.progress.note(
                         f"index: warning: {key} reaches recall@{truth.k} {recall:.3f} at "

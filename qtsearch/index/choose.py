@@ -9,19 +9,21 @@ The rules, smallest corpus first:
   the fourth decimal of their cosine), so the builder measures recall@10 against exact search
   and falls back to fp16 codes (2x smaller than flat, recall ≈ 0.97+) when 8-bit codes miss
   the target.
-- **hnsw** beyond that, where the graph fits in the memory budget: on 1M Gutenberg sentences
-  of the shipped model a query answers in 4.5 ms end to end (hybrid) against 35 ms with
-  IVF-PQ, which had to probe half its lists for recall 0.95 on these vectors; the price is
-  the build (graph construction: 3.8 min against 1.3 min for 1M x 256 on 2 cores) and full
-  vectors in the index (1.5 GB against 0.9 GB). Repeated vectors share one node (fold.py).
-- **ivf-pq** where the graph does not fit: an inverted file with ≈ √n lists (a power of two,
-  at least 39 training points per list, faiss's own floor), PQ codes for the scan and a
-  refine stage on fp16 codes that re-ranks a shortlist of `k_factor_rf`·k, so recall stays
-  high while each query touches only `nprobe` lists. nprobe (and, if needed, the shortlist
-  factor) are then tuned on corpus queries for recall@10 ≥ 0.95. (8-bit refine codes capped
-  recall at 0.57 on a small model's tightly packed vectors, hence fp16.) When even that does
-  not fit in memory, the refine codes are dropped (PQ codes only: much smaller, lower
-  recall). An explicit `--index TYPE` is honoured even where auto would choose otherwise.
+- **ivf** beyond that, while the cost model says its query stays within `QUERY_BUDGET_MS`:
+  an inverted file of ≈ √n lists (faiss's spherical k-means on a sample of 64 points per
+  list) holding 8-bit codes, rebuilt with fp32 vectors when 8-bit codes miss the recall
+  target; nprobe tuned for it. Built in seconds (training and one assignment pass, no graph:
+  1M x 256, ~12 CPU-s against ~450 for an HNSW graph). A query scans nprobe lists; on the
+  shipped model's tightly packed vectors recall@10 0.95 needs ~12% of the codes scanned, so
+  the scan grows with n (1M x 256: ~3 CPU-ms).
+- **hnsw** beyond the query budget, where the graph fits in memory: an HNSW graph answers in
+  well under a millisecond at any size, but its construction costs ~40x the inverted file's
+  (1M x 256 on 2 cores: ~4 min against ~10 s). Repeated vectors share one node (fold.py).
+- **ivf-pq** where not even 8-bit codes fit in memory: PQ codes alone (lower recall); asked
+  for (`--index ivf-pq`), with a refine stage on fp16 codes. PQ ranks the shipped model's
+  tightly packed vectors poorly (1M: recall@10 0.72 at nprobe 512 with fp16 refine codes,
+  0.91 with 4-bit fast-scan codes and a 32x exact shortlist), so auto prefers the others.
+  An explicit `--index TYPE` is honoured even where auto would choose otherwise.
 """
 
 from __future__ import annotations
@@ -52,6 +54,35 @@ GPU_MAX_K = 2048
 PQ_M_CHOICES = (64, 56, 48, 40, 32, 28, 24, 20, 16, 12, 8, 4, 3, 2, 1)
 #: Shortlist factors (k_factor_rf) tried for the refine stage, smallest first.
 REFINE_K_FACTORS = [4, 8, 16, 32, 64, 128, 256]
+#: nprobe values the tuning walks up through (smallest first, recall.tune_search): steps of
+#: ~1.5x, so the value found is at most ~1.5x the cheapest that reaches the target.
+NPROBE_STEPS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
+                1536, 2048)
+
+# The cost model auto picks by (docs/speed.md: benchmarks/index_candidates.py on 1M vectors of
+# the shipped model, 256 dims, 2 cores). CPU seconds, which a loaded machine does not inflate.
+#: Vector search alone may cost this much CPU per query. A hybrid query (target: 5 ms end to
+#: end) runs its BM25 leg in a second thread beside encoding + vector search, so a vector leg
+#: up to about the BM25 leg's length (~3 ms at 1M) does not lengthen it.
+QUERY_BUDGET_MS = 3.5
+#: Share of an inverted file's codes that a query scans at recall@10 0.95 with ≈ √n lists
+#: (1M: nprobe 128 of 1024 lists for 8-bit codes; 96 for fp32 vectors, which cost 4x the
+#: bytes; 2048 lists needed 192, 9.4%).
+IVF_PROBED_SHARE = 0.125
+#: CPU nanoseconds per code byte scanned by a lone query (8-bit codes, one thread: 1M,
+#: nprobe 128, 32 MB scanned in 3.0 ms).
+IVF_SCAN_NS_PER_BYTE = 0.093
+#: CPU seconds per million vectors per dimension to build (k-means, add and recall tuning):
+#: an inverted file of 8-bit codes (1M x 256: train + add 12 CPU-s, tuning ~10) and an HNSW
+#: graph (M=32, efConstruction 40: 226 s on 2 cores).
+IVF_BUILD_S = 22.0 / 256
+HNSW_BUILD_S = 450.0 / 256
+
+
+def ivf_query_ms(n: int, dim: int) -> float:
+    """Estimated CPU ms of one query's scan of an 8-bit-code inverted file at the recall
+    target."""
+    return n * IVF_PROBED_SHARE * dim * IVF_SCAN_NS_PER_BYTE / 1e6
 
 
 @dataclass
@@ -153,6 +184,15 @@ def choose_index(n: int, dim: int, requested: str = "auto",
         return IndexChoice("hnsw", f"HNSW{HNSW_M}", why, flat_bytes + n * HNSW_M * 2 * 4,
                            tune="efSearch", candidates=[16, 32, 64, 128, 256, 512, 1024])
 
+    def ivf(why: str) -> IndexChoice:
+        nlist = ivf_lists(n)
+        # 64 points per list for k-means (faiss asks ≥ 39; its IVF training for inner product
+        # is spherical, 10 iterations); fp32 vectors when 8-bit codes miss the target
+        return IndexChoice("ivf", f"IVF{nlist},SQ8", why, sq8_bytes + nlist * dim * 4,
+                           tune="nprobe",
+                           candidates=[p for p in NPROBE_STEPS if p <= min(nlist, GPU_MAX_K)],
+                           fallback_key=f"IVF{nlist},Flat", train_size=min(n, nlist * 64))
+
     def ivf_pq(why: str, refine: bool = True) -> IndexChoice:
         nlist = ivf_lists(n)
         m = pq_m(dim)
@@ -174,6 +214,9 @@ def choose_index(n: int, dim: int, requested: str = "auto",
     if requested == "hnsw":
         return hnsw(f"asked for: HNSW graph (M={HNSW_M}) over {size}; efSearch tuned for "
                     f"recall@10 ≥ {TARGET_RECALL}")
+    if requested == "ivf":
+        return ivf(f"asked for: inverted file of 8-bit codes over {size}, {_gb(sq8_bytes)}; "
+                   f"nprobe tuned for recall@10 ≥ {TARGET_RECALL}")
     if requested == "ivf-pq":
         return ivf_pq(f"asked for: inverted file + product quantizer over {size}; nprobe "
                       f"tuned for recall@10 ≥ {TARGET_RECALL}")
@@ -186,22 +229,30 @@ def choose_index(n: int, dim: int, requested: str = "auto",
         return sq8(f"{size}: flat would take {_gb(flat_bytes)}; 8-bit codes take "
                    f"{_gb(sq8_bytes)} at near-exact recall and a scan of < {SQ8_MAX:,} codes "
                    f"stays interactive ({avail})")
-    graph = hnsw("")
+    graph, inverted = hnsw(""), ivf("")
+    query_ms = ivf_query_ms(n, dim)
+    build_s = {"ivf": IVF_BUILD_S * dim * n / 1e6, "hnsw": HNSW_BUILD_S * dim * n / 1e6}
+    costs = (f"estimated build ~{build_s['ivf']:,.0f} CPU-s as an inverted file, "
+             f"~{build_s['hnsw']:,.0f} as an HNSW graph; an inverted file's query scans "
+             f"~{query_ms:.1f} CPU-ms (budget {QUERY_BUDGET_MS:g})")
+    if inverted.bytes_estimate <= budget and (query_ms <= QUERY_BUDGET_MS
+                                               or graph.bytes_estimate > budget):
+        reason = (f"builds ~{build_s['hnsw'] / build_s['ivf']:.0f}x faster within the query "
+                  f"budget" if query_ms <= QUERY_BUDGET_MS else
+                  f"fits where the graph's {_gb(graph.bytes_estimate)} would not")
+        inverted.why = (f"{size} ≥ {SQ8_MAX:,}: {costs}; the inverted file ({inverted.key}, "
+                        f"{_gb(inverted.bytes_estimate)}; {avail}) {reason}; nprobe tuned for "
+                        f"recall@10 ≥ {TARGET_RECALL}")
+        return inverted
     if graph.bytes_estimate <= budget:
-        graph.why = (f"{size} ≥ {SQ8_MAX:,}: exhaustive search would scan {_gb(sq8_bytes)}+ "
-                     f"per query; an HNSW graph (M={HNSW_M}) answers in milliseconds, "
-                     f"{_gb(graph.bytes_estimate)} ({avail}); slower to build than IVF-PQ "
-                     f"(--index ivf-pq: smaller, builds ~3x faster, queries ~8x slower); "
-                     f"efSearch tuned for recall@10 ≥ {TARGET_RECALL}")
+        graph.why = (f"{size} ≥ {SQ8_MAX:,}: {costs}, over budget, so an HNSW graph "
+                     f"(M={HNSW_M}, {_gb(graph.bytes_estimate)}; {avail}) that answers in "
+                     f"well under a millisecond; efSearch tuned for recall@10 ≥ "
+                     f"{TARGET_RECALL}")
         return graph
-    c = ivf_pq("")
-    if c.bytes_estimate <= budget:
-        c.why = (f"{size}: an HNSW graph would need {_gb(graph.bytes_estimate)}, over the "
-                 f"memory budget ({avail}); {c.key} probes a few of its lists and re-ranks "
-                 f"with fp16 codes, {_gb(c.bytes_estimate)}; nprobe tuned for recall@10 ≥ "
-                 f"{TARGET_RECALL}")
-        return c
+    # Refine codes (fp16) would take more than the 8-bit codes that did not fit: PQ alone.
     small = ivf_pq("", refine=False)
-    small.why = (f"{size}: {c.key} would need {_gb(c.bytes_estimate)}, over the memory budget "
-                 f"({avail}); PQ codes alone take {_gb(small.bytes_estimate)} (lower recall)")
+    small.why = (f"{size}: {inverted.key} would need {_gb(inverted.bytes_estimate)}, over the "
+                 f"memory budget ({avail}); PQ codes alone take {_gb(small.bytes_estimate)} "
+                 f"(lower recall)")
     return small

@@ -19,7 +19,7 @@ INDEX_FILE = "index.faiss"
 META_FILE = "meta.sqlite"
 CONFIG_FILE = "config.json"
 PARQUET_FILE = "meta.parquet"
-INDEX_TYPES = ("flat", "sq8", "ivf-pq", "hnsw")
+INDEX_TYPES = ("flat", "sq8", "ivf", "ivf-pq", "hnsw")
 #: Keys every manifest must have; a reader refuses a manifest missing one.
 REQUIRED = ("format", "version", "count", "dim", "index_type", "index_key", "index_params",
             "metric", "model")
