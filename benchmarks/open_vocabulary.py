@@ -43,7 +43,7 @@ from qtsearch.text.vocab import Vocab
 
 SETS = {"scifact": "train", "nfcorpus": "dev"}
 #: How far a corpus word's row moves towards its documents (in units of its own length).
-BETAS = (0.5, 1.0, 2.0, 4.0)
+BETAS = (1.0, 4.0, 8.0, 16.0, 64.0)
 
 
 def fnv1a(text: str) -> int:

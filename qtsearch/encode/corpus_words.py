@@ -1,12 +1,12 @@
 """Corpus words: the rows an index's own corpus gives the words a mean model composes.
 
 A composed word (qtsearch.encode.pieces) is the mean of its pieces: near its meaning, but
-coarse (a held-out known word's composed row is at cosine ~0.65 to its trained one). An index
+coarse (a held-out known word's composed row is at cosine ~0.5 to its trained one). An index
 knows more about the unknown words of its corpus than the pieces do: the passages they occur
 in. At build time each composed word of the corpus is moved towards the mean of those
 passages' vectors (centred on the corpus mean, scaled to the composed row's length, times
 BETA), like a word vector read off its contexts. On SciFact train the semantic leg's nDCG@10
-went 0.305 (pieces alone) → 0.413, on NFCorpus dev 0.134 → 0.171 (docs/open-vocabulary.md).
+went 0.327 (pieces alone) → 0.504, on NFCorpus dev 0.141 → 0.208 (docs/open-vocabulary.md).
 
 The rows are stored in the index folder (`CORPUS_WORDS`) and put into the encoder that serves
 or extends the index (`with_corpus_words`): a text gets the same vector at build time, in
@@ -34,9 +34,10 @@ if TYPE_CHECKING:
 #: The file in an index folder.
 CORPUS_WORDS = "corpus_words.safetensors"
 FORMAT = "qtsearch-corpus-words"
-#: How far a word moves towards its passages, in units of its composed row's length: the best
-#: of 0.5, 1, 2, 4 on SciFact train and NFCorpus dev (docs/open-vocabulary.md).
-BETA = 1.0
+#: How far a word moves towards its passages, in units of its composed row's length: of 0.5-64
+#: the best on SciFact train and NFCorpus dev together (docs/open-vocabulary.md). A long move
+#: also weighs the word more in its text's mean, as a rare word should be.
+BETA = 4.0
 
 
 def corpus_words_path(folder: str | os.PathLike) -> Path:

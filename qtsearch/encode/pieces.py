@@ -188,7 +188,7 @@ def save_pieces(folder: str | os.PathLike, pieces: list[str], rows: np.ndarray,
                 vectors: np.ndarray, ridge: float = RIDGE) -> Path:
     """Write the pieces table beside a model's weights, its vectors as int8 with a scale per
     row: 6 MB for the shipped model's 24k pieces, not fp16's 12 MB. Rounding moves a vector by
-    cosine ~1e-4, nothing next to the fit's own error (a composed word is at cosine ~0.6 to
+    cosine ~1e-4, nothing next to the fit's own error (a composed word is at cosine ~0.5 to
     its trained row)."""
     from safetensors.numpy import save_file
 
