@@ -72,6 +72,9 @@ def assert_same_index(ray_index: Path, local_index: Path) -> None:
     """Identical faiss files (vectors, codes, ids, lists), rows and search results."""
     assert (ray_index / "index.faiss").read_bytes() == (local_index / "index.faiss").read_bytes()
     assert rows(ray_index) == rows(local_index)
+    for name in ("terms.txt", "rows.npy", "weights.npy"):  # the same exact BM25 files
+        ours, theirs = ray_index / "bm25" / name, local_index / "bm25" / name
+        assert ours.read_bytes() == theirs.read_bytes()
     assert hits(ray_index) == hits(local_index)
 
 
