@@ -47,6 +47,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[1]
 GUTENBERG = REPO.parent / "shared" / "data" / "gutenberg"
 WIKIPEDIA = REPO.parent / "shared" / "data" / "wikipedia"
@@ -283,7 +285,9 @@ def main() -> None:
                   f"index {st['index']:.1f} s, metadata {st['metadata']:.1f} s "
                   f"(wall {wall:.1f} s incl. start-up) | {row['sentences_per_s']:,.0f} "
                   f"sentences/s | peak RSS {gb(rss)} | on disk {gb(row['disk_bytes'])} | "
-                  f"{m['index_key']} | full-text table {row['fts_s']:.1f} s "
+                  f"{m['index_key']} {m['index_params']} recall@10 "
+                  f"{row['recall'].get('recall@10', 1.0)} | load {os.getloadavg()[0]:.1f} | "
+                  f"full-text table {row['fts_s']:.1f} s "
                   f"({100 * row['fts_s'] / (row['total_s'] - row['fts_s']):.1f}% on top of the "
                   f"rest)", flush=True)
             if not (args.corpus or args.wikipedia):
@@ -322,7 +326,19 @@ def main() -> None:
               f"{gb(r['rss_over_index'])} | {gb(r['disk_bytes'])} | "
               f"{r['embed_gflops']:,.0f} ({100 * r['embed_share_of_matmul']:.0f}%) | "
               f"{100 * r['executed_share_of_matmul']:.0f}% |")
-    if len(results) > 1:
+    for n in sorted({r["sentences"] for r in results}):
+        same = [r for r in results if r["sentences"] == n]
+        if len(same) > 1:  # repeated sizes (--sentences N N N): the median of each figure
+            med = {k: float(np.median([r[k] for r in same]))
+                   for k in ("read_s", "embed_s", "index_s", "metadata_s", "total_s", "wall_s",
+                             "peak_rss")}
+            print(f"\nmedian of {len(same)} at {n:,} sentences: read {med['read_s']:.1f} s, "
+                  f"embed {med['embed_s']:.1f} s, index {med['index_s']:.1f} s, metadata "
+                  f"{med['metadata_s']:.1f} s, total {med['total_s']:.1f} s, wall "
+                  f"{med['wall_s']:.1f} s incl. start-up ({n / med['total_s']:,.0f} "
+                  f"sentences/s), peak RSS {gb(med['peak_rss'])}; load average "
+                  f"{os.getloadavg()[0]:.1f} at the end")
+    if len(results) > 1 and results[0]["sentences"] != results[-1]["sentences"]:
         a, b = results[0], results[-1]
         scale = b["sentences"] / a["sentences"]
         print(f"\n{scale:,.0f}x the sentences: total time x"

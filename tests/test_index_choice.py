@@ -103,3 +103,20 @@ def test_each_automatic_type_answers_as_exact_search(kind, flat, corpus, tiny_mo
 def test_flat_is_exact(flat):
     m = read_manifest(flat.path)
     assert m["index_type"] == "flat" and m["index_params"] == {}
+
+
+def test_build_summary_shows_each_stage_share():
+    from rich.console import Console
+
+    from qtsearch.commands.index import summary_table
+
+    manifest = {"count": 1_000_000, "index_type": "ivf", "dim": 256, "index_key": "IVF1024,SQ8",
+                "stages": {"read": 6.0, "embed": 18.0, "index": 20.0, "metadata": 10.0},
+                "build": {"parallel_stages": True}, "transform": {"spec": "centre"}}
+    console = Console(width=120, record=True)
+    console.print(summary_table(manifest, 1_000_000_000))
+    cells = [[c.strip() for c in line.split("│") if c.strip()]
+             for line in console.export_text().splitlines()]
+    rows = {c[0]: c for c in cells if c and c[0] in ("read", "embed", "index", "metadata")}
+    # total = read + embed + max(index, metadata) = 44 s
+    assert rows["embed"][-1] == "41%" and rows["index"][-1] == "45%"

@@ -78,16 +78,20 @@ def summary_table(manifest: dict[str, Any], bytes_on_disk: int, resumed: bool = 
     table.add_column("stage")
     table.add_column("seconds", justify="right")
     table.add_column("sentences/s", justify="right")
+    # each stage's share of the total: where the time of a rebuild goes (side-by-side stages
+    # overlap, so their shares add up to more than 100%)
+    table.add_column("share", justify="right")
     stages = manifest["stages"]
-    for name in STAGES:
-        secs = stages.get(name, 0.0)
-        table.add_row(name, f"{secs:,.1f}", f"{n / secs:,.0f}" if secs > 0 else "—")
     parallel = manifest.get("build", {}).get("parallel_stages")
     total = total_seconds(stages, parallel)
+    for name in STAGES:
+        secs = stages.get(name, 0.0)
+        table.add_row(name, f"{secs:,.1f}", f"{n / secs:,.0f}" if secs > 0 else "—",
+                      f"{100 * secs / total:.0f}%" if total > 0 else "—")
     label = ", ".join(["index ∥ metadata"] * bool(parallel) + ["all runs"] * resumed)
     table.add_row("[bold]total[/bold]" + (f" ({label})" if label else ""),
                   f"[bold]{total:,.1f}",
-                  f"[bold]{n / total:,.0f}" if total > 0 else "—")
+                  f"[bold]{n / total:,.0f}" if total > 0 else "—", "")
     return table
 
 
