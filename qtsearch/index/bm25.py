@@ -14,7 +14,9 @@ Words are letters and digits, case-folded, diacritics removed, English stop-word
 (qtsearch.index.stopwords) and Snowball-stemmed (PyStemmer), at build and query time alike.
 
 Files, in the folder `bm25/` of the index folder:
-  terms.txt    the terms, one a line: line t is term t
+  terms.txt    the terms, one a line, in UTF-8 byte order: line t is term t
+  term_offsets.npy  int64 [terms + 1]: where line t starts in terms.txt (a query finds its
+               terms by binary search in the memory-mapped file: no table to load on open)
   indptr.npy   int64 [terms + 1]: term t's postings are [indptr[t], indptr[t+1])
   rows.npy     int32 [postings]: row ids, ascending within a term
   tfs.npy      uint16 [postings]: occurrences of the term in the row (kept for `add`)
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import mmap
 import re
 import shutil
 import sqlite3
@@ -45,7 +48,7 @@ from qtsearch.errors import IndexError_
 from qtsearch.index.stopwords import STOP_WORDS
 
 FOLDER = "bm25"
-FORMAT = 1
+FORMAT = 2
 K1 = 1.2
 B = 0.75
 _WORD = re.compile(r"[^\W_]+")
@@ -54,8 +57,8 @@ CHUNK = 50_000
 #: Distinct words whose terms a query-time analyzer remembers (a build's remembers them all).
 CACHE_WORDS = 2_000_000
 _UNSEEN = ""  # no word is empty
-_FILES = ("terms.txt", "indptr.npy", "rows.npy", "tfs.npy", "weights.npy", "lengths.npy",
-          "info.json")
+FILES = ("terms.txt", "term_offsets.npy", "indptr.npy", "rows.npy", "tfs.npy", "weights.npy",
+         "lengths.npy", "info.json")
 
 
 def _fold(word: str) -> str:
@@ -118,7 +121,7 @@ class _Postings:
 
 def _invert(rows: Iterable[tuple[int, str]], analyzer: Analyzer, vocab: dict[str, int],
             first_row: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(term ids, rows, tfs) of every (term, row) pair, sorted by term then row, and the
+    """(term ids, rows, tfs) of every (term, row) pair, rows ascending within a term, and the
     lengths of rows `first_row`… (new terms are added to `vocab`). Rows must come in id order
     without gaps."""
     term_parts, row_parts, tf_parts, length_parts = [], [], [], []
@@ -149,9 +152,7 @@ def _invert(rows: Iterable[tuple[int, str]], analyzer: Analyzer, vocab: dict[str
     if not length_parts:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty, np.zeros(0, dtype=np.int32)
-    term_ids = np.concatenate(term_parts)
-    order = np.argsort(term_ids, kind="stable")  # chunks come in row order: rows stay sorted
-    return (term_ids[order], np.concatenate(row_parts)[order], np.concatenate(tf_parts)[order],
+    return (np.concatenate(term_parts), np.concatenate(row_parts), np.concatenate(tf_parts),
             np.concatenate(length_parts))
 
 
@@ -177,7 +178,11 @@ def _write(folder: Path, p: _Postings) -> None:
     tmp = folder / (FOLDER + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    (tmp / "terms.txt").write_text("".join(t + "\n" for t in p.terms), encoding="utf-8")
+    encoded = [t.encode("utf-8") for t in p.terms]
+    (tmp / "terms.txt").write_bytes(b"".join(t + b"\n" for t in encoded))
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(t) + 1 for t in encoded], out=offsets[1:])
+    np.save(tmp / "term_offsets.npy", offsets)
     np.save(tmp / "indptr.npy", p.indptr.astype(np.int64))
     np.save(tmp / "rows.npy", p.rows.astype(np.int32))
     np.save(tmp / "tfs.npy", p.tfs.astype(np.uint16))
@@ -192,11 +197,18 @@ def _write(folder: Path, p: _Postings) -> None:
 
 def _postings(vocab: dict[str, int], term_ids: np.ndarray, rows: np.ndarray, tfs: np.ndarray,
               lengths: np.ndarray) -> _Postings:
-    counts = np.bincount(term_ids, minlength=len(vocab)) if len(term_ids) else \
-        np.zeros(len(vocab), dtype=np.int64)
-    indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+    """Postings in the order of the terms' UTF-8 bytes (str order is code-point order, the
+    same), from (term id, row, tf) triples whose rows ascend within each term."""
+    terms = sorted(vocab)
+    remap = np.empty(len(vocab), dtype=np.int64)
+    remap[np.fromiter((vocab[t] for t in terms), dtype=np.int64, count=len(terms))] = \
+        np.arange(len(terms))
+    term_ids = remap[term_ids]
+    order = np.argsort(term_ids, kind="stable")  # keeps rows ascending within a term
+    counts = np.bincount(term_ids, minlength=len(terms))
+    indptr = np.zeros(len(terms) + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
-    return _Postings(list(vocab), indptr, rows, tfs, lengths)
+    return _Postings(terms, indptr, rows[order], tfs[order], lengths)
 
 
 def build(folder: Path, rows: Iterable[tuple[int, str]]) -> int:
@@ -209,7 +221,7 @@ def build(folder: Path, rows: Iterable[tuple[int, str]]) -> int:
 
 
 def exists(folder: Path) -> bool:
-    return all((folder / FOLDER / name).is_file() for name in _FILES)
+    return all((folder / FOLDER / name).is_file() for name in FILES)
 
 
 def append(folder: Path, rows: Iterable[tuple[int, str]]) -> int:
@@ -220,12 +232,11 @@ def append(folder: Path, rows: Iterable[tuple[int, str]]) -> int:
         raise IndexError_(f"{folder}: no BM25 files to add to")
     vocab = {t: i for i, t in enumerate(old.terms)}
     new_terms, new_rows, new_tfs, new_lengths = _invert(rows, Analyzer(), vocab, old.count)
-    old_terms = np.repeat(np.arange(len(old.terms), dtype=np.int64), np.diff(old.indptr))
-    term_ids = np.concatenate([old_terms, new_terms])
-    order = np.argsort(term_ids, kind="stable")  # old rows come first: rows stay sorted
-    p = _postings(vocab, term_ids[order],
-                  np.concatenate([np.asarray(old.rows, dtype=np.int64), new_rows])[order],
-                  np.concatenate([np.asarray(old.tfs, dtype=np.int64), new_tfs])[order],
+    old_terms = np.repeat(np.arange(len(old.indptr) - 1, dtype=np.int64), np.diff(old.indptr))
+    # old postings first: within a term, rows stay ascending through the stable sort
+    p = _postings(vocab, np.concatenate([old_terms, new_terms]),
+                  np.concatenate([np.asarray(old.rows, dtype=np.int64), new_rows]),
+                  np.concatenate([np.asarray(old.tfs, dtype=np.int64), new_tfs]),
                   np.concatenate([np.asarray(old.lengths), new_lengths]))
     del old  # its memory maps, before the files under them are replaced
     _write(folder, p)
@@ -267,13 +278,16 @@ class Bm25Index:
         self.count = int(info["rows"])
         self.k1, self.b = float(info["k1"]), float(info["b"])
         self.indptr = np.load(path / "indptr.npy", mmap_mode="r")
+        self.offsets = np.load(path / "term_offsets.npy", mmap_mode="r")
         self.rows = np.load(path / "rows.npy", mmap_mode="r")
         self.tfs = np.load(path / "tfs.npy", mmap_mode="r")
         self.weights = np.load(path / "weights.npy", mmap_mode="r")
         self.lengths = np.load(path / "lengths.npy", mmap_mode="r")
         self.analyzer = Analyzer()
-        self._vocab: dict[str, int] | None = None
-        self._lock = threading.Lock()
+        blob = path / "terms.txt"
+        with open(blob, "rb") as fh:  # an empty file cannot be mapped (a corpus of stop-words)
+            self._blob = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) \
+                if blob.stat().st_size else b""
 
     @classmethod
     def open(cls, folder: Path) -> Bm25Index | None:
@@ -284,18 +298,29 @@ class Bm25Index:
     def terms(self) -> list[str]:
         return (self.path / "terms.txt").read_text(encoding="utf-8").splitlines()
 
-    @property
-    def vocab(self) -> dict[str, int]:
-        """Term → id, read on first use (0.1 s for 500k terms: not on Index.open's path)."""
-        if self._vocab is None:
-            with self._lock:
-                if self._vocab is None:
-                    self._vocab = {t: i for i, t in enumerate(self.terms)}
-        return self._vocab
+    def term_id(self, term: str) -> int | None:
+        """The id of a term, None if no row holds it: a binary search of terms.txt (~20
+        steps at a million terms)."""
+        key, blob, offsets = term.encode("utf-8"), self._blob, self.offsets
+        lo, hi = 0, len(offsets) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            found = blob[int(offsets[mid]):int(offsets[mid + 1]) - 1]
+            if found < key:
+                lo = mid + 1
+            elif found > key:
+                hi = mid
+            else:
+                return mid
+        return None
+
+    def ids_of(self, terms: list[str]) -> list[int]:
+        """The ids of the terms some row holds (the others are left out)."""
+        return [i for i in map(self.term_id, terms) if i is not None]
 
     def warm(self) -> None:
-        """Read the term table now (a warm-up thread), not in the first query."""
-        _ = self.vocab
+        """Read the term table and offsets into the page cache (a warm-up thread)."""
+        _ = bytes(self._blob[:]), np.asarray(self.offsets).sum()
 
     def idf(self, term_id: int) -> float:
         df = int(self.indptr[term_id + 1] - self.indptr[term_id])
@@ -307,11 +332,14 @@ class Bm25Index:
 
     def top(self, terms: list[str], k: int,
             allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """(row, BM25) of the best `k` rows for the OR of `terms`, best first, ties by row;
-        every row holding a term is scored. `allowed`: sorted row ids a filter lets through
-        (None: all)."""
-        vocab = self.vocab
-        ids = [vocab[t] for t in terms if t in vocab]
+        """`top_ids` of the terms some row holds."""
+        return self.top_ids(self.ids_of(terms), k, allowed)
+
+    def top_ids(self, ids: list[int], k: int,
+                allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """(row, BM25) of the best `k` rows for the OR of the terms `ids`, best first, ties by
+        row; every row holding one of them is scored. `allowed`: sorted row ids a filter lets
+        through (None: all)."""
         if not ids or k < 1:
             return []
         spans = [(int(self.indptr[t]), int(self.indptr[t + 1]), self.idf(t)) for t in ids]

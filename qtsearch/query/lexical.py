@@ -164,11 +164,10 @@ class LexicalSearch:
                params: Sequence[Any] = ()) -> list[tuple[int, float]]:
         """(id, BM25) of the best `k` rows for `text`, best first (rows matching `clause`)."""
         if self.bm25 is not None:
-            vocab = self.bm25.vocab
-            terms = [t for t in self.bm25.query_terms(text) if t in vocab]
-            if terms:  # else only stop-words can match: FTS5 has them, the BM25 files do not
+            ids = self.bm25.ids_of(self.bm25.query_terms(text))
+            if ids:  # else only stop-words can match: FTS5 has them, the BM25 files do not
                 allowed = self.store.ids_where(clause, params) if clause else None
-                return self.bm25.top(terms, k, allowed)
+                return self.bm25.top_ids(ids, k, allowed)
         plan = self.plan(text)
         if plan is None:
             return []
