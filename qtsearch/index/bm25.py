@@ -1,7 +1,7 @@
 """Exact BM25 over an index's rows: an inverted file of numpy arrays in the index folder.
 
 SQLite's FTS5 bm25() scores every row a query matches at ~1.7 µs a row, so ranking every match
-of an OR of words over a million sentences takes ~150 ms, and the FTS5 leg
+of an OR of words over a million sentences takes ~50 ms of CPU, and the FTS5 leg
 (qtsearch.query.lexical) keeps only words within a row budget. Here a term's postings are two
 contiguous arrays (rows, and the term-frequency part of BM25 precomputed per posting), memory-
 mapped; a query multiplies each of its terms' slices by the term's idf and adds them into a
