@@ -40,7 +40,8 @@ def test_manifest_records_every_file(flat):
     manifest = json.loads((flat / "manifest.json").read_text())
     recorded = manifest["files"]
     on_disk = sorted(p.relative_to(flat).as_posix() for p in flat.rglob("*")
-                     if p.is_file() and p.name != "manifest.json")
+                     if p.is_file() and p.name != "manifest.json"
+                     and not p.name.endswith(("-wal", "-shm")))  # SQLite's, when opened to write
     assert sorted(recorded) == on_disk
     for name, want in recorded.items():
         assert want["bytes"] == (flat / name).stat().st_size
@@ -129,7 +130,8 @@ def _other_user() -> int | None:
                                                   "(needs root, setpriv and a uid ≥ 1000)")
 def test_another_user_can_search_an_index(tiny_model, shared_data):
     """An index and its model built by one user (root here, umask 022) are searched by
-    another (a uid ≥ 1000, through setpriv)."""
+    another (a uid ≥ 1000, through setpriv); a file that user may not read is named as such,
+    not as damage."""
     uid = _other_user()
     shelf = Path(tempfile.mkdtemp(prefix="qtsearch-shared-"))
     try:
@@ -157,5 +159,14 @@ def test_another_user_can_search_an_index(tiny_model, shared_data):
                            cwd=home, timeout=600)
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)[0]["hits"][0]["text"] == "Emma was happy."
+        (index / "index.faiss").chmod(0o600)  # a file the other user may not read
+        r = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                            sys.executable, str(REPO / "cli.py"), "search", str(index),
+                            "Emma was happy."], capture_output=True, text=True,
+                           env={**env, "HOME": str(home)}, cwd=home, timeout=600)
+        assert r.returncode == 5
+        assert one_error_line(r.stderr) == (
+            f"qtsearch: error: {index / 'index.faiss'}: permission denied (this user cannot "
+            "read it; its owner can make it readable with chmod a+r)")  # not "corrupt"
     finally:
         shutil.rmtree(shelf, ignore_errors=True)

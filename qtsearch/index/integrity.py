@@ -53,8 +53,9 @@ def record(folder: str | os.PathLike) -> dict[str, dict[str, Any]]:
 
 
 def check_sizes(folder: str | os.PathLike, manifest: dict[str, Any]) -> None:
-    """The cheap check of every open: each recorded file is there with its recorded size
-    (IndexError_ naming the first that is not). Indexes from before the record pass."""
+    """The cheap check of every open: each recorded file is there, readable, with its
+    recorded size (IndexError_ naming the first that is not). Indexes from before the record
+    pass."""
     folder = Path(folder)
     for name, want in (manifest.get(FILES) or {}).items():
         path = folder / name
@@ -65,6 +66,9 @@ def check_sizes(folder: str | os.PathLike, manifest: dict[str, Any]) -> None:
                               "index") from None
         except PermissionError:
             raise IndexError_(f"{path}: permission denied") from None
+        if not os.access(path, os.R_OK):  # else faiss, SQLite and safetensors each blame damage
+            raise IndexError_(f"{path}: permission denied (this user cannot read it; its owner "
+                              "can make it readable with chmod a+r)")
         if stat.S_ISREG(st.st_mode) and st.st_size != want.get("bytes"):
             raise IndexError_(f"{path}: {st.st_size:,} bytes where the manifest records "
                               f"{want.get('bytes', 0):,}: damaged or changed since it was "
