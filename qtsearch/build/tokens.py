@@ -71,14 +71,21 @@ def shard_inputs(texts_of: Callable[[int], list[str]], shards: list[int], count:
     if encoder is None:
         yield map(texts_of, shards)
         return
-    workers = workers_for(count, encoder.device.type)
+    # an open vocabulary (qtsearch.encode.open_vocab) numbers new words as it meets them: the
+    # ids of one process only mean anything to its own table
+    workers = 0 if getattr(encoder, "open_vocab", None) else workers_for(count,
+                                                                         encoder.device.type)
     if workers:
         with closing(token_shards(texts_of, shards, encoder.vocab, encoder.max_len,
                                   workers)) as ids:
             yield ids
         return
 
+    kept = getattr(encoder, "kept_ids", {})  # made by a pass before (corpus words): reused
+
     def ids_of(shard: int) -> list[list[int]]:
+        if shard in kept:
+            return kept.pop(shard)
         return [encoder.token_ids(t) for t in texts_of(shard)]
 
     yield one_ahead(ids_of, shards, encoder.tokenises_alongside)

@@ -38,6 +38,9 @@ FORMAT = "qtsearch-corpus-words"
 #: the best on SciFact train and NFCorpus dev together (docs/open-vocabulary.md). A long move
 #: also weighs the word more in its text's mean, as a rare word should be.
 BETA = 4.0
+#: Token ids a build keeps from the corpus-words pass for its embedding pass (4 bytes each, and
+#: ~100 bytes of array per text): ~1M sentences of 25 words; larger corpora tokenise again.
+KEEP_TOKENS = 25_000_000
 
 
 def corpus_words_path(folder: str | os.PathLike) -> Path:
@@ -50,11 +53,14 @@ def refines(encoder: Any) -> bool:
 
 
 def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[list[str]],
-                     beta: float | None = None, progress: Callable[[int], None] | None = None
+                     beta: float | None = None, progress: Callable[[int], None] | None = None,
+                     keep: dict[int, list[np.ndarray]] | None = None
                      ) -> tuple[list[str], np.ndarray]:
     """(words, rows): every word of the texts that `encoder` composes, lower-cased, and its
     row moved towards the mean of the unit vectors of the texts it occurs in. One pass over
-    the texts, a shard at a time (`progress(n)` after each)."""
+    the texts, a shard at a time (`progress(n)` after each). `keep`: filled with each
+    shard's token ids, by shard number, up to KEEP_TOKENS in all (setting the rows changes no
+    id, so the build embeds them without tokenising twice)."""
     open_vocab = encoder.open_vocab
     assert open_vocab is not None, "corpus words are for a model with a pieces table"
     beta = BETA if beta is None else beta  # read when called: a benchmark may set BETA
@@ -65,7 +71,8 @@ def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[list[str]],
     count = 0
     sums = np.zeros((0, encoder.dim), dtype=np.float64)  # per composed id - base
     seen = np.zeros(0, dtype=np.int64)
-    for texts in shards:
+    kept_tokens = 0
+    for number, texts in enumerate(shards):
         ids = [encoder.token_ids(t) for t in texts]
         vectors = encoder.encode_ids(ids, normalize=True)
         total += vectors.sum(axis=0, dtype=np.float64)
@@ -74,6 +81,9 @@ def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[list[str]],
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
         flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
         texts_of = np.repeat(np.arange(len(ids)), lengths)
+        if keep is not None and kept_tokens + len(flat) <= KEEP_TOKENS:
+            kept_tokens += len(flat)
+            keep[number] = np.split(flat.astype(np.int32), np.cumsum(lengths)[:-1])
         composed = flat >= base
         grown = len(open_vocab.table) - base
         if grown > len(sums):
@@ -151,7 +161,7 @@ def with_corpus_words(encoder: Any, folder: str | os.PathLike) -> Any:
         return encoder
     own = copy.copy(encoder)
     own.open_vocab = own.vocab = encoder.open_vocab.fresh()
-    own.counts = type(encoder.counts)()
+    own.counts, own.kept_ids = type(encoder.counts)(), {}
     set_corpus_words(own, *found)
     return own
 
@@ -164,7 +174,7 @@ def prepare_corpus_words(encoder: MeanEncoder, folder: str | os.PathLike,
     reads the file it wrote. How many words."""
     found = load_corpus_words(folder)
     if found is None:
-        found = fit_corpus_words(encoder, shards, progress=progress)
+        found = fit_corpus_words(encoder, shards, progress=progress, keep=encoder.kept_ids)
         save_corpus_words(folder, *found, beta=BETA)
     set_corpus_words(encoder, *found)
     return len(found[0])

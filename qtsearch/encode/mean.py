@@ -71,6 +71,8 @@ class MeanEncoder(FolderEncoder):
             self.vocab = self.open_vocab = OpenVocab(self.vocab, self.pieces, self.table)
         #: tokens encoded, and how many of them were composed or left <unk> (a build's report)
         self.counts = WordCounts()
+        #: a build's token ids by shard, from its corpus-words pass (qtsearch.build.tokens)
+        self.kept_ids: dict[int, list[np.ndarray]] = {}
 
     def encode_ids(
         self,
@@ -90,8 +92,11 @@ class MeanEncoder(FolderEncoder):
         for s in range(0, len(ids), step):
             block = ids[s : s + step]
             lengths = np.fromiter(map(len, block), dtype=np.int64, count=len(block))
-            flat = np.fromiter(chain.from_iterable(block), dtype=np.int64,
-                               count=int(lengths.sum()))
+            if block and isinstance(block[0], np.ndarray):  # a build's kept ids: arrays
+                flat = np.concatenate(block).astype(np.int64)
+            else:
+                flat = np.fromiter(chain.from_iterable(block), dtype=np.int64,
+                                   count=int(lengths.sum()))
             starts = np.cumsum(lengths) - lengths
             self.counts.add(flat, len(self.table))
             marks = self._negation_marks(flat, starts) if self.scope else None
