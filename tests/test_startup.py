@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -99,17 +100,24 @@ def test_a_one_shot_search_with_the_mean_model_never_imports_torch(emma_index: P
     assert {"faiss", "numpy"} <= set(loaded)  # the probe sees what a search does load
 
 
-def test_numpy_vectors_of_the_mean_model_are_torchs(emma_lines: Path) -> None:
+def test_numpy_vectors_of_the_mean_model_are_torchs(emma_lines: Path, tmp_path: Path) -> None:
     """Same vectors within 1e-6 and the same fingerprint: an index built with either encoder
-    opens with the other."""
-    from qtsearch.encode.encoder import Encoder, load_encoder
+    opens with the other. (The shipped model without its pieces table: with one, words
+    outside the table are composed in numpy alone, and torch's Encoder refuses the folder.)"""
+    from qtsearch.encode.encoder import DEFAULT_MODEL, Encoder, load_encoder
     from qtsearch.encode.mean import SPARSE_FROM, MeanEncoder
+    from qtsearch.errors import ModelError
+    from qtsearch.models.files import PIECES
 
+    with pytest.raises(ModelError, match="pieces table"):
+        Encoder(None, device="cpu")
+    closed = tmp_path / "closed"
+    shutil.copytree(DEFAULT_MODEL, closed, ignore=shutil.ignore_patterns(PIECES))
     sentences = emma_lines.read_text(encoding="utf-8").splitlines()
     sentences += ["", "Mr. Knightley!!", "zzyzx qwerty"]  # empty, short, unknown words
-    numpy_side = load_encoder(None, device="cpu")
+    numpy_side = load_encoder(closed, device="cpu")
     assert isinstance(numpy_side, MeanEncoder)
-    torch_side = Encoder(None, device="cpu", precision="fp32")
+    torch_side = Encoder(closed, device="cpu", precision="fp32")
     assert numpy_side.fingerprint == torch_side.fingerprint
     assert numpy_side.dim == torch_side.dim and numpy_side.info() == torch_side.info()
     # a query's few sentences (gather) and a build's many (one sparse product)

@@ -137,6 +137,11 @@ class Encoder(FolderEncoder):
         from qtsearch.models.folder import encoder_config, load_weights
 
         super().__init__(path)
+        if self.cfg.encoder == "mean" and (self.path / PIECES).is_file():
+            # its words outside the table are composed by the numpy encoder alone: torch would
+            # give them <unk> under the same fingerprint
+            raise ModelError(f"{self.path}: a mean model with a pieces table is encoded by "
+                             "MeanEncoder (load_encoder picks it), not by Encoder")
         self.model = load_weights(self.path, encoder_config(self.config))
         self.device = resolve_device(device)
         self.amp = autocast_dtype(self.device, precision)
