@@ -163,3 +163,27 @@ def test_the_same_text_has_one_vector_at_build_add_and_query(
 def test_load_encoder_keeps_a_model_with_pieces_in_numpy(models: tuple[Path, Path]) -> None:
     _, open_ = models
     assert isinstance(load_encoder(open_, device="auto"), MeanEncoder)
+
+
+def test_an_open_vocabulary_tokenises_in_one_process(
+        models: tuple[Path, Path], abstracts: list[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worker processes would number composed words each in its own table: a build of a model
+    with a pieces table tokenises in the encoder's process even where workers are allowed,
+    and gives the serial build's vectors."""
+    from qtsearch.build import tokens
+    from qtsearch.index import INDEX_FILE, open_faiss_index
+
+    corpus = tmp_path / "scifact.txt"
+    corpus.write_text("\n".join(abstracts[:120]) + "\n", encoding="utf-8")
+
+    def build(out: Path) -> np.ndarray:
+        build_index(IndexConfig(corpus=[str(corpus)], model=str(models[1]), out=str(out),
+                                index="flat", device="cpu", fit="none", shard_size=50),
+                    progress=False)
+        index = open_faiss_index(out / INDEX_FILE)
+        return index.reconstruct_n(0, index.ntotal)
+
+    serial = build(tmp_path / "serial")
+    monkeypatch.setattr(tokens, "workers_for", lambda count, device: 2)
+    np.testing.assert_array_equal(build(tmp_path / "forced"), serial)
