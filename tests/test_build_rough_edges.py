@@ -85,7 +85,9 @@ def test_add_follows_the_index_and_says_so(wrapped, tiny_model, tmp_path, capsys
         "add: splitting running text into sentences, as this index was built "
         "(--no-split-sentences to change)"]
     assert "added 2 sentences" in out and read_manifest(folder)["count"] == count + 2
-    code, out, err = run(capsys, "add", str(folder), str(more), "--no-split-sentences", "-q")
+    # the same file again: only with --allow-duplicates (else skipped: tests/test_writers.py)
+    code, out, err = run(capsys, "add", str(folder), str(more), "--no-split-sentences",
+                         "--allow-duplicates", "-q")
     assert code == 0 and "added 2 sentences" in out  # the two lines, as asked
     assert err.strip().splitlines() == [
         "add: one sentence per line (as asked; the index was built with --split-sentences)"]
