@@ -415,3 +415,22 @@ def test_add_skips_a_file_it_already_holds(copy, shared_data, tmp_path):
     r = cli("add", str(copy), str(renamed), "--allow-duplicates", "-q")
     assert r.returncode == 0, r.stderr
     assert whole(copy) == before + 40
+
+
+def test_http_add_skips_a_text_it_already_holds(copy, tmp_path):
+    import httpx
+    from serve_fixtures import TOKEN, serving, token_file
+
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    text = "A sentence posted once.\nAnd its neighbour.\n"
+    with serving(copy, token_file(tmp_path)) as url, httpx.Client(base_url=url,
+                                                                timeout=120) as c:
+        before = c.get("/health").json()["sentences"]
+        first = c.post("/add", json={"text": text, "source": "notes.txt"}, headers=auth).json()
+        again = c.post("/add", json={"text": text, "source": "other.txt"}, headers=auth).json()
+        forced = c.post("/add", json={"text": text, "allow_duplicates": True},
+                        headers=auth).json()
+        after = c.get("/health").json()["sentences"]
+    assert (first["added"], again["added"], forced["added"]) == (2, 0, 2)
+    assert "other.txt skipped: the index already holds this file" in again["note"]
+    assert after == before + 4 == whole(copy)
