@@ -194,3 +194,48 @@ def test_bench_retrieval_on_a_real_subset(shared_data: Path, records: list[dict]
     # claims share their abstract's rare words: BM25 over 300 abstracts finds most of them
     assert cells["BM25 (lexical)"]["MRR@10"] > 0.5
     assert data["collections"]["mini"]["split"] == "train"
+
+
+def test_fusion_settings_follow_the_rows_length() -> None:
+    from qtsearch.query.fusion import (
+        FEEDBACK,
+        PASSAGE_LEXICAL_WEIGHT,
+        PASSAGE_TERMS,
+        SENTENCE_TERMS,
+        settings_for,
+    )
+
+    assert settings_for(0.2, None) == settings_for(0.2, SENTENCE_TERMS)
+    assert settings_for(0.2, 5.0).lexical_weight == 0.2 and settings_for(0.2, 5.0).feedback == 0
+    far = settings_for(0.2, PASSAGE_TERMS * 3)
+    assert (far.lexical_weight, far.feedback) == (PASSAGE_LEXICAL_WEIGHT, FEEDBACK)
+    mid = settings_for(0.2, (SENTENCE_TERMS + PASSAGE_TERMS) / 2)
+    assert mid.lexical_weight == pytest.approx((0.2 + PASSAGE_LEXICAL_WEIGHT) / 2)
+    assert mid.feedback == pytest.approx(FEEDBACK / 2)
+
+
+def test_passages_fuse_with_feedback_and_sentences_without(
+        index: Path, records: list[dict], tmp_path: Path, shared_data: Path) -> None:
+    from qtsearch.query.fusion import FEEDBACK, PASSAGE_LEXICAL_WEIGHT
+
+    claim = "Statins lower the risk of heart disease."
+    with Index.open(index) as idx:
+        assert (idx.lexical_weight, idx.feedback) == (PASSAGE_LEXICAL_WEIGHT, FEEDBACK)
+        with_fb = idx.search(claim, 5, "hybrid")[0]
+        idx.feedback = 0.0
+        without = idx.search(claim, 5, "hybrid")[0]
+        first_lexical = idx.search(claim, 1, "lexical")[0][0].id
+    # the query vector moved towards the first BM25 hits: their cosine rose
+    cos = {h.id: h.legs["semantic"] for h in with_fb}
+    before = {h.id: h.legs["semantic"] for h in without}
+    if first_lexical in cos and first_lexical in before:
+        assert cos[first_lexical] > before[first_lexical]
+    assert [h.legs["semantic"] for h in with_fb] != [h.legs["semantic"] for h in without]
+    lines = [line.split("\t")[1] for line in (shared_data / "sts" / "sick2014" /
+             "SICK_trial.txt").read_text(encoding="utf-8").splitlines()[1:300]]
+    corpus = tmp_path / "sentences.txt"
+    corpus.write_text("".join(f"{s}\n" for s in lines), encoding="utf-8")
+    build_index(IndexConfig(corpus=[str(corpus)], out=str(tmp_path / "s")), progress=False)
+    with Index.open(tmp_path / "s") as idx:
+        model_weight = float(idx.encoder.search["lexical_weight"])
+        assert (idx.lexical_weight, idx.feedback) == (model_weight, 0.0)

@@ -29,7 +29,7 @@ from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
 from qtsearch.query.analogy import analogy
 from qtsearch.query.filters import Filter, make_filter
-from qtsearch.query.fusion import CANDIDATES, FUSIONS, LEXICAL_WEIGHT, Leg, convex, rrf
+from qtsearch.query.fusion import CANDIDATES, LEXICAL_WEIGHT, Leg, fuse, settings_for, with_feedback
 from qtsearch.query.hits import FETCH_PER_RESULT, UNITS, Hit, Record, Results, fold
 from qtsearch.query.lexical import LexicalSearch
 from qtsearch.query.opening import check_dims, model_for, read_through
@@ -70,8 +70,12 @@ class Index:
         self.set_params(manifest.get("index_params") or {})
         self.default_mode = "hybrid" if lexical is not None else "semantic"
         self.fusion = DEFAULT_FUSION
-        # BM25's weight in the convex fusion: the model's own when its folder records one
-        self.lexical_weight = float(encoder.search.get("lexical_weight", LEXICAL_WEIGHT))
+        # BM25's weight in the convex fusion: the model's own when its folder records one,
+        # moved towards the passages' weight by the rows' mean length
+        mean_terms = lexical.bm25.avglen if lexical is not None and lexical.bm25 else None
+        settings = settings_for(float(encoder.search.get("lexical_weight", LEXICAL_WEIGHT)),
+                                mean_terms)
+        self.lexical_weight, self.feedback = settings.lexical_weight, settings.feedback
         self._columns = store.columns()
         # made here, not on first use, where concurrent first queries would each make one
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="qtsearch-lexical")
@@ -237,11 +241,17 @@ class Index:
             mode == "hybrid" and notes[i] is None and self.encoder.known_words(t) > 0)]
         semantic: dict[int, Leg] = {}
         vectors = self._vectors([texts[i] for i in vector_rows]) if vector_rows else None
+        lex: list[Leg] = []
+        if vectors is not None and mode == "hybrid" and self.feedback > 0 and lexical:
+            lex = lexical()
+            vectors = with_feedback(vectors, [lex[row] for row in vector_rows],
+                                    self.backend.reconstruct, self.feedback)
         if vectors is not None:
             scores, ids = self._nearest(vectors, fetch, flt)
             for row, sr, ir in zip(vector_rows, scores, ids, strict=True):
                 semantic[row] = {int(i): float(s) for s, i in zip(sr, ir, strict=True) if i >= 0}
-        lex: list[Leg] = lexical() if lexical is not None else []
+        if lexical is not None and not lex:
+            lex = lexical()
         ranked = []
         for row in range(len(texts)):
             if mode == "semantic":
@@ -272,19 +282,12 @@ class Index:
 
     def _fuse(self, semantic: Leg, lexical: Leg, fetch: int,
               q: np.ndarray) -> tuple[Leg, dict[str, Leg]]:
-        if self.fusion not in FUSIONS:
-            raise UsageError(f"unknown fusion {self.fusion!r}; choose from {', '.join(FUSIONS)}")
-        if self.fusion == "rrf":
-            return rrf({"semantic": semantic, "lexical": lexical}), {
-                "semantic": semantic, "lexical": lexical}
-
         def cosine_of(ids: list[int]) -> np.ndarray | None:
             stored = self.backend.reconstruct(np.asarray(ids, dtype=np.int64))
             return None if stored is None else stored @ q
 
-        fused, sem, lex = convex(semantic, lexical, len(lexical) < fetch, cosine_of,
-                                 self.lexical_weight)
-        return fused, {"semantic": sem, "lexical": lex}
+        return fuse(self.fusion, semantic, lexical, len(lexical) < fetch, cosine_of,
+                    self.lexical_weight)
 
     def _hits(self, ranked: list[tuple[Leg, dict[str, Leg]]], k: int | None = None,
               notes: Sequence[str | None] | None = None) -> list[Results]:
