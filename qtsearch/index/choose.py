@@ -21,8 +21,9 @@ The rules, smallest corpus first:
   (1M x 256 on 2 cores: ~4 min against ~10 s). Repeated vectors share one node (fold.py).
 - **ivf-pq** where not even 8-bit codes fit in memory: PQ codes alone (lower recall); asked
   for (`--index ivf-pq`), with a refine stage on fp16 codes. PQ ranks the shipped model's
-  tightly packed vectors poorly (1M: recall@10 0.72 at nprobe 512 with fp16 refine codes,
-  0.91 with 4-bit fast-scan codes and a 32x exact shortlist), so auto prefers the others.
+  tightly packed vectors poorly (1M: recall@10 0.91 at most with 4-bit fast-scan codes, nprobe
+  512 and an exact shortlist of 32·k; 0.72 for 8-bit PQ at nprobe 512 re-ranking only k
+  fp16 codes), so auto prefers the others.
   An explicit `--index TYPE` is honoured even where auto would choose otherwise.
 """
 
