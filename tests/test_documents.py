@@ -184,7 +184,8 @@ def test_bench_retrieval_on_a_real_subset(shared_data: Path, records: list[dict]
                if json.loads(line)["_id"] in wanted]
     (folder / "queries.jsonl").write_text("\n".join(queries) + "\n")
     with pytest.raises(SystemExit) as done:
-        main(["bench", "retrieval", str(folder), "--baselines", "none", "--json", "-q"])
+        main(["bench", "retrieval", str(folder), "--baselines", "none", "--json", "-q",
+              "--chart", str(tmp_path / "chart.png")])
     assert (done.value.code or 0) == 0
     data = json.loads(capsys.readouterr().out)
     cells = data["results"]["mini"]
@@ -194,6 +195,7 @@ def test_bench_retrieval_on_a_real_subset(shared_data: Path, records: list[dict]
     # claims share their abstract's rare words: BM25 over 300 abstracts finds most of them
     assert cells["BM25 (lexical)"]["MRR@10"] > 0.5
     assert data["collections"]["mini"]["split"] == "train"
+    assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_fusion_settings_follow_the_rows_length() -> None:

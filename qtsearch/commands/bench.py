@@ -266,13 +266,21 @@ def retrieval(
                                                           "(0: one passage a document)."),
     as_json: bool = typer.Option(False, "--json", help="Print all figures as JSON."),
     markdown: Path | None = typer.Option(None, help="Also write the table as Markdown here."),
+    chart: Path | None = typer.Option(None, help="Also draw nDCG@10 as a bar chart (PNG) here "
+                                                 "(needs the [plot] extra)."),
     rebuild: bool = typer.Option(False, help="Build every index again, ignoring the cache."),
     device: str = typer.Option("auto", help="auto | cpu | cuda."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
     from qtsearch.evaluation.relevance.runner import parse_systems
     from qtsearch.evaluation.retrieval import beir
-    from qtsearch.evaluation.retrieval.runner import run_benchmark
+    from qtsearch.evaluation.retrieval.runner import draw_chart, run_benchmark
+
+    if chart is not None:
+        try:
+            import matplotlib  # noqa: F401 - checked before the run, not after it
+        except ImportError:
+            raise UsageError("--chart needs matplotlib: pip install 'qtsearch[plot]'") from None
 
     names = [b.strip() for b in baselines.split(",") if b.strip() not in ("", "none")]
     chosen = parse_systems(models, names, systems.split(",") if systems else ())
@@ -299,6 +307,8 @@ def retrieval(
                  "|" + "|".join(["---"] * 2 + ["---:"] * (len(header) - 2)) + "|",
                  *("| " + " | ".join(r) + " |" for r in rows)]
         write_text(markdown, "\n".join(lines) + "\n")
+    if chart is not None:
+        draw_chart(run, chart)
     if as_json:
         print_json(run.to_json())
         return

@@ -139,3 +139,24 @@ def run_benchmark(collections: Sequence[Collection], systems: Sequence[System],
                         if on_system else None
                     run.results[coll.name][s.label] = run_queries(index, coll, s.mode, advance)
     return run
+
+
+def draw_chart(run: RetrievalRun, path: Path) -> None:
+    """nDCG@10 per system, one group of bars per collection (matplotlib, the [plot] extra)."""
+    from matplotlib.figure import Figure
+
+    labels = list(dict.fromkeys(label for cells in run.results.values() for label in cells))
+    fig = Figure(figsize=(8, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    width = 0.8 / max(len(labels), 1)
+    for n, label in enumerate(labels):
+        values = [run.results[c.name].get(label, {}).get("nDCG@10", 0.0)
+                  for c in run.collections]
+        xs = [i + (n - (len(labels) - 1) / 2) * width for i in range(len(run.collections))]
+        bars = ax.bar(xs, values, width, label=label)
+        ax.bar_label(bars, fmt="%.3f", fontsize=7)
+    ax.set_xticks(range(len(run.collections)),
+                  [f"{c.name} ({c.split})" for c in run.collections])
+    ax.set_ylabel("nDCG@10")
+    ax.legend(fontsize=7, ncols=2)
+    fig.savefig(path, dpi=120)
