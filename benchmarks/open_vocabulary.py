@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from qtsearch.encode.corpus_words import fit_corpus_words, set_corpus_words
 from qtsearch.encode.encoder import DEFAULT_MODEL
 from qtsearch.encode.mean import MeanEncoder
 from qtsearch.encode.pieces import (
@@ -156,28 +157,13 @@ def unknown_share(enc: MeanEncoder, texts: list[str]) -> float:
     return sum(1 for w in words if not Vocab.knows(enc.vocab, w)) / len(words)
 
 
-def refine(enc: MeanEncoder, docs: list[str], doc_vectors: np.ndarray, beta: float) -> None:
-    """Move each composed corpus word's row towards the mean of the (centred) vectors of the
-    documents it occurs in, scaled to the composed row's length."""
-    ov = enc.open_vocab
-    assert ov is not None
-    base = len(enc.table)
-    centred = doc_vectors - doc_vectors.mean(axis=0)
-    sums: dict[int, np.ndarray] = {}
-    counts: dict[int, int] = {}
-    for i, text in enumerate(docs):
-        for j in set(enc.token_ids(text)):
-            if j >= base:
-                sums[j] = sums.get(j, 0) + centred[i]
-                counts[j] = counts.get(j, 0) + 1
-    table = ov.table.view()
-    for j, s in sums.items():
-        c = s / counts[j]
-        table[j] += beta * c * (np.linalg.norm(table[j]) / max(np.linalg.norm(c), 1e-12))
+def refine(enc: MeanEncoder, docs: list[str], beta: float, min_texts: int) -> None:
+    """The library's corpus words (qtsearch.encode.corpus_words) over the documents."""
+    set_corpus_words(enc, *fit_corpus_words(enc, [docs], beta, min_texts=min_texts))
 
 
 def retrieval(model: Path, root: Path, rows: list[str], betas: tuple[float, ...] = BETAS,
-              hashed_too: bool = True) -> None:
+              hashed_too: bool = True, min_texts: tuple[int, ...] = (1,)) -> None:
     pieces = minilm_pieces()
     with tempfile.TemporaryDirectory() as tmp:
         plain, folder = Path(tmp) / "closed", Path(tmp) / "open"
@@ -205,17 +191,19 @@ def retrieval(model: Path, root: Path, rows: list[str], betas: tuple[float, ...]
                     ridge_fit(a, closed.table[2:], 1.0, iterations=200), 1 << 16)
                 cells.append(f"{ndcg10(hashed, ids, docs, queries, qrels):.3f}")
             for beta in betas:
-                refined = MeanEncoder(folder)
-                refined.max_len = 10**6
-                refine(refined, docs, dv, beta)
-                cells.append(f"{ndcg10(refined, ids, docs, queries, qrels):.3f}")
+                for least in min_texts:
+                    refined = MeanEncoder(folder)
+                    refined.max_len = 10**6
+                    refine(refined, docs, beta, least)
+                    cells.append(f"{ndcg10(refined, ids, docs, queries, qrels):.3f}")
             results[name] = cells
             print(name, cells, flush=True)
     rows.append("")
     rows.append("| collection | unknown query words | closed | WordPiece | "
                 + ("char n-grams (2^16) | " if hashed_too else "")
-                + " | ".join(f"WordPiece + corpus, β {b:g}" for b in betas) + " |")
-    rows.append("|---|---:|---:|---:|" + "---:|" * (len(betas) + hashed_too))
+                + " | ".join(f"WordPiece + corpus, β {b:g}, words of {m}+ texts"
+                             for b in betas for m in min_texts) + " |")
+    rows.append("|---|---:|---:|---:|" + "---:|" * (len(betas) * len(min_texts) + hashed_too))
     for name, cells in results.items():
         rows.append(f"| {name} ({SETS[name]}) | " + " | ".join(cells) + " |")
 
@@ -226,6 +214,8 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=Path("../shared/data/beir"))
     ap.add_argument("--skip-reconstruction", action="store_true")
     ap.add_argument("--no-hashed", action="store_true", help="leave hashed n-grams out")
+    ap.add_argument("--min-texts", default="1",
+                    help="least texts a corpus word occurs in, comma-separated to compare")
     ap.add_argument("--betas", default=",".join(f"{b:g}" for b in BETAS),
                     help="corpus-word weights to compare, comma-separated")
     args = ap.parse_args()
@@ -236,7 +226,7 @@ def main() -> None:
             shutil.copytree(args.model, Path(tmp) / "m", ignore=shutil.ignore_patterns(PIECES))
             reconstruction(MeanEncoder(Path(tmp) / "m"), rows)
     retrieval(args.model, args.data, rows, tuple(float(b) for b in args.betas.split(",")),
-              not args.no_hashed)
+              not args.no_hashed, tuple(int(m) for m in args.min_texts.split(",")))
     print("\n".join(rows))
 
 
