@@ -189,3 +189,18 @@ def test_an_open_vocabulary_tokenises_in_one_process(
     serial = build(tmp_path / "serial")
     monkeypatch.setattr(tokens, "workers_for", lambda count, device: 2)
     np.testing.assert_array_equal(build(tmp_path / "forced"), serial)
+
+
+def test_corpus_rows_replace_composed_ones_whatever_was_composed_before(
+        models: tuple[Path, Path]) -> None:
+    """Rows set for words composed before and for new ones, past the table's first growth:
+    each word reads back the row it was given."""
+    enc = MeanEncoder(models[1])
+    assert enc.open_vocab is not None
+    enc.token_ids("glaucoma anemia")  # composed before the corpus rows arrive
+    # new words first (the table grows past its room), then the ones composed before
+    words = [f"zq{i}xv" for i in range(3000)] + ["glaucoma", "anemia"]
+    rows = np.random.default_rng(0).normal(size=(len(words), enc.dim)).astype(np.float32)
+    enc.open_vocab.set_rows(words, rows)
+    for i in (0, 1500, 2999, 3000, 3001):
+        np.testing.assert_array_equal(enc.encode([words[i]])[0], rows[i])

@@ -116,13 +116,12 @@ class OpenVocab(Vocab):
         """Give composed words (lower-cased, as `composed` keys them) these rows: a word
         composed already has its row replaced, in every casing; another gets a new id."""
         with self._lock:
-            table = self.table.view()
             for word, row in zip(words, rows, strict=True):
                 found = self.composed.get(word)
                 if found is None:
                     self.composed[word] = self.table.append(row)
-                else:
-                    table[found] = row
+                else:  # a view taken now: an append may have moved the rows to a new buffer
+                    self.table.view()[found] = row
 
     def knows(self, token: str) -> bool:
         """Whether `token` has a vector: a row of the table, or one composed from pieces."""
