@@ -8,6 +8,7 @@ source's `--fit`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ def manifest_fields(info: dict[str, Any]) -> dict[str, Any]:
 def build_fields(info: dict[str, Any]) -> dict[str, Any]:
     """The manifest's `build` keys that say how the index was chosen and how well it recalls."""
     return {"why": info["why"], "recall": info["recall"], "faiss_device": info["device"],
+            **({"tune_s": info["tune_s"]} if "tune_s" in info else {}),
             **({"graph_nodes": info["nodes"]} if "nodes" in info else {})}
 
 
@@ -94,10 +96,12 @@ class IndexStage:
         device = resolve_faiss_device(device)
         params: dict[str, Any] = {}
         quality: dict[str, Any] = {}
+        tune_s: float | None = None
         key, why = choice.key, choice.why
         with self.progress.stage("index", shards + 2, "steps") as bar:
             builder = self._fill(key, dim, device, choice.train_size, bar)
             if choice.index_type != "flat":
+                tune_start = time.perf_counter()  # the manifest says what tuning cost
                 queries = self.sample(TUNE_QUERIES, _SEED + 1)
                 truth = exact_neighbours(queries, self.vectors(), min(TUNE_K, n))
                 if choice.tune:
@@ -129,6 +133,7 @@ class IndexStage:
                         f"--index flat is exact", warn=True)
                 quality = {f"recall@{truth.k}": round(recall, 4),
                            "queries": int(queries.shape[0]), "target": TARGET_RECALL}
+                tune_s = round(time.perf_counter() - tune_start, 2)
             bar(1)
         apply_search_params(builder.index, params)
         builder.write(path)
@@ -138,4 +143,5 @@ class IndexStage:
                                f"copies share one graph node")
         return {"requested": requested, "type": choice.index_type, "key": key,
                 "params": params, "why": why, "recall": quality, "device": device,
+                **({"tune_s": tune_s} if tune_s is not None else {}),
                 **({"nodes": fold.nodes} if fold is not None else {})}
