@@ -57,7 +57,8 @@ def adapt_command(
         "10m", help="Time the teacher may spend encoding (e.g. 90s, 10m)."),
     teacher_sentences: int = typer.Option(20_000, help="Teacher sample size at most."),
     anchor: float = typer.Option(
-        0.01, help="Weight of the pull of known words towards the base model (0: none)."),
+        0.0, help="Weight of a pull of known words towards the base model (0: none; only "
+        "the corpus's words train either way)."),
     batch_size: int = typer.Option(256, help="Pairs per step (each against the others)."),
     scale: float = typer.Option(20.0, help="Cosine × this are the contrastive logits."),
     doc_len: int = typer.Option(256, help="Tokens of a document's rest (inverse cloze)."),
@@ -65,7 +66,7 @@ def adapt_command(
         None, help="Tokens of an indexed text the adapted model reads (default: the base's)."),
     max_minutes: float | None = typer.Option(
         None, help="Stop cleanly after this long, the model saved (--resume continues)."),
-    lr: float = typer.Option(1e-3, help="Adam learning rate."),
+    lr: float = typer.Option(3e-3, help="Adam learning rate."),
     epochs: int = typer.Option(3, help="Passes over every task's pairs."),
     max_steps: int | None = MAX_STEPS,
     device: str = DEVICE,

@@ -37,6 +37,9 @@ HELD_OUT = 20
 #: Pairs per document for the title and inverse-cloze tasks (the first sentences, which in
 #: abstracts and articles state the topic): more adds steps, not new documents.
 PER_DOC = 4
+#: How far a new word starts from its composed row towards its contexts, in units of that
+#: row's length (the build's corpus words' BETA, chosen there on SciFact and NFCorpus).
+BETA = 4.0
 
 
 @dataclass
@@ -140,10 +143,13 @@ def new_words(token_lists: Iterable[list[str]], vocab: Vocab, size: int,
 
 
 def context_vectors(table: np.ndarray, vocab: Vocab, sentences: list[list[str]],
-                    words: list[str]) -> np.ndarray:
-    """A start for each new word: the mean of the base vectors of the sentences it occurs in
-    (their known words only), scaled to the base rows' median length, so that the word starts
-    where its contexts point and weighs in a mean like a known word."""
+                    words: list[str], composed: np.ndarray | None = None) -> np.ndarray:
+    """A start for each new word, read off the sentences it occurs in: its composed row
+    (`composed`, the base's pieces; zero where it has none) moved towards the mean of those
+    sentences' unit vectors (known words only), centred on the corpus mean, by BETA times the
+    composed row's length (the base rows' median length without one). As the build's corpus
+    words do (qtsearch.encode.corpus_words): the long move also weighs a rare word more in its
+    text's mean."""
     from scipy.sparse import csr_matrix
 
     position = {w: i for i, w in enumerate(words)}
@@ -161,13 +167,32 @@ def context_vectors(table: np.ndarray, vocab: Vocab, sentences: list[list[str]],
     indptr = np.concatenate([[0], np.cumsum(lengths_a)])
     means = csr_matrix((weights, np.asarray(flat, dtype=np.int64), indptr),
                        shape=(len(sentences), len(table))) @ table
+    means /= np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-8)
     occurs = csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)),
                         shape=(len(words), len(sentences)))
     counts = np.asarray(occurs.sum(axis=1)).ravel()
-    out = (occurs @ means) / np.maximum(counts, 1)[:, None]
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    target = float(np.median(np.linalg.norm(table[2:], axis=1)))
-    return (out / np.maximum(norms, 1e-8) * target).astype(np.float32)
+    context = (occurs @ means) / np.maximum(counts, 1)[:, None] - means.mean(axis=0)
+    start = np.zeros_like(context) if composed is None else composed
+    length = np.linalg.norm(start, axis=1, keepdims=True)
+    length[length == 0] = float(np.median(np.linalg.norm(table[2:], axis=1)))
+    move = BETA * length / np.maximum(np.linalg.norm(context, axis=1, keepdims=True), 1e-8)
+    return (start + move * context).astype(np.float32)
+
+
+def composed_rows(base: Path, words: list[str], dim: int) -> np.ndarray | None:
+    """The base's pieces composition of each word (zero where none), None without a table."""
+    from qtsearch.encode.pieces import Pieces
+
+    pieces = Pieces.load(base)
+    if pieces is None:
+        return None
+    out = np.zeros((len(words), dim), dtype=np.float32)
+    for i, w in enumerate(words):
+        v = pieces.compose(w.lower())
+        if v is not None:
+            out[i] = v
+    return out
+
 
 # ----- the pairs ----------------------------------------------------------------------------
 
