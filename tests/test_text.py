@@ -12,10 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qtsearch.errors import InputError, ModelError
-from qtsearch.text import Vocab, read_sentences, tokenize
-from qtsearch.text.reader import MAX_SENTENCE_CHARS
+from qtsearch.text.reader import MAX_SENTENCE_CHARS, read_sentences
 from qtsearch.text.splitter import split_sentences
 from qtsearch.text.token_corpus import TokenCorpus
+from qtsearch.text.tokenizer import tokenize
+from qtsearch.text.vocab import Vocab
 
 
 def test_lines_layout_keeps_source_line_document_and_position(tmp_path: Path) -> None:

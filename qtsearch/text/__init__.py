@@ -1,7 +1,4 @@
-"""Text → sentences → tokens: corpus reading, sentence splitting, tokenisation, vocabulary."""
+"""Text → sentences → tokens: corpus reading, sentence splitting, tokenisation, vocabulary.
 
-from qtsearch.text.reader import Sentence, read_sentences
-from qtsearch.text.tokenizer import tokenize
-from qtsearch.text.vocab import Vocab
-
-__all__ = ["Sentence", "Vocab", "read_sentences", "tokenize"]
+The package itself imports nothing: the CLI reads light modules of it (records' defaults for
+its help) without loading the sentence splitter and numpy behind it."""

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from qtsearch.errors import InputError
-from qtsearch.text.splitter import split_text
 
 #: File endings read as records (a folder given as input contributes these files too).
 RECORD_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json.gz", ".csv",
@@ -134,6 +133,9 @@ def read_records(path: Path, fields: RecordFields = RecordFields(),
                  passage_words: int = PASSAGE_WORDS) -> Iterator[Passage]:
     """The passages of every record of one file, in file order. A record without text is
     skipped (its id is still taken); a file with no text field at all is an InputError."""
+    # imported here: the CLI reads PASSAGE_WORDS for its help without loading the splitter
+    from qtsearch.text.splitter import split_text
+
     text_field = None
     for n, row in enumerate(_rows(path), 1):
         if text_field is None:
