@@ -55,7 +55,8 @@ def adapt_command(
         None, help="minilm: also learn all-MiniLM-L6-v2's vectors of a corpus sample."),
     teacher_budget: str = typer.Option(
         "10m", help="Time the teacher may spend encoding (e.g. 90s, 10m)."),
-    teacher_sentences: int = typer.Option(20_000, help="Teacher sample size at most."),
+    teacher_sample: int = typer.Option(20_000, "--teacher-sentences",
+                                       help="Teacher: corpus sentences sampled at most."),
     anchor: float = typer.Option(
         0.0, help="Weight of a pull of known words towards the base model (0: none; only "
         "the corpus's words train either way)."),

@@ -95,7 +95,8 @@ class AdaptConfig(RunConfig):
     ict: bool = True
     teacher: str | None = None  # "minilm": learn MiniLM's vectors of a corpus sample
     teacher_budget: float = 600.0  # seconds of teacher encoding at most
-    teacher_sentences: int = 20_000  # sample size at most
+    # not "…_sentences": `info` lists such fields as training data, and this is only a cap
+    teacher_sample: int = 20_000  # teacher sentences at most
     anchor: float = 0.0  # weight of the squared distance of base rows from the base
     batch_size: int = 256
     scale: float = 20.0  # cosine × scale are the contrastive logits
@@ -113,7 +114,7 @@ class AdaptConfig(RunConfig):
         if not self.corpus:
             raise UsageError("give the corpus to adapt to: text files, folders or JSON Lines "
                              "records")
-        self.check_run(("batch_size", "new_words", "min_count", "doc_len", "teacher_sentences"))
+        self.check_run(("batch_size", "new_words", "min_count", "doc_len", "teacher_sample"))
         if self.teacher not in (None, "minilm"):
             raise UsageError("--teacher must be minilm (the only teacher)")
         if not (self.anchor >= 0 and math.isfinite(self.anchor)):
@@ -342,7 +343,7 @@ def teacher_task(config: AdaptConfig, corpus: Corpus, vocab: Vocab, max_len: int
                  encoder: nn.Module, runtime: Runtime, display: Display, out: Path,
                  resume: bool) -> TeacherTask | None:
     """MiniLM's view of a corpus sample as a task (None: the budget encoded too few)."""
-    sample = teacher_sample(corpus, config.teacher_sentences, config.seed)
+    sample = teacher_sample(corpus, config.teacher_sample, config.seed)
     saved = out / TEACHER_FILE
     if resume and saved.is_file():
         with np.load(saved) as z:
