@@ -241,3 +241,44 @@ def test_passages_fuse_with_feedback_and_sentences_without(
     with Index.open(tmp_path / "s") as idx:
         model_weight = float(idx.encoder.search["lexical_weight"])
         assert (idx.lexical_weight, idx.feedback) == (model_weight, 0.0)
+
+
+def test_a_long_line_is_read_in_pieces_that_split_no_word(tmp_path: Path, monkeypatch) -> None:
+    import qtsearch.text.reader as reader
+
+    monkeypatch.setattr(reader, "LINE_CHUNK", 64)
+    sentences = [f"Sentence {i} is über long." for i in range(200)]
+    (tmp_path / "long.txt").write_text(" ".join(sentences) + "\nShort line.\n",
+                                       encoding="utf-8")
+    split = [s.text for s in read_sentences([tmp_path / "long.txt"], split=True)]
+    assert split == [*sentences, "Short line."]
+    lines = list(read_sentences([tmp_path / "long.txt"]))
+    assert [(s.line, s.text) for s in lines][1] == (2, "Short line.")
+    assert lines[0].text.startswith("Sentence 0 is über long. Sentence 1") and len(lines) == 2
+
+
+@pytest.mark.slow
+def test_a_50_mb_single_line_is_read_in_bounded_memory(tmp_path: Path,
+                                                       shared_data: Path) -> None:
+    """Running text of one 50 MB line (a Gutenberg book's paragraphs joined, repeated) is
+    split and indexed without holding the line: peak memory well under the line's size."""
+    import subprocess
+    import sys
+
+    with gzip.open(shared_data / "gutenberg" / "0003-austen-jane--emma.txt.gz", "rt",
+                   encoding="utf-8") as f:
+        book = " ".join(f.read().split())
+    line = (book + " ") * (50_000_000 // len(book) + 1)
+    (tmp_path / "one.txt").write_text(line[:50_000_000] + "\n", encoding="utf-8")
+    del line, book
+    # VmHWM, not ru_maxrss: the latter keeps the forking parent's peak across exec
+    script = ("import sys\n"
+              "from qtsearch.text.reader import read_sentences\n"
+              "n = sum(1 for _ in read_sentences([sys.argv[1]], split=True))\n"
+              "hwm = [x for x in open('/proc/self/status') if x.startswith('VmHWM')][0]\n"
+              "print(n, hwm.split()[1])\n")
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "one.txt")],
+                         capture_output=True, text=True, check=True).stdout.split()
+    sentences, peak_kb = int(out[0]), int(out[1])
+    assert peak_kb < 300_000, f"peak {peak_kb / 1000:.0f} MB reading a 50 MB line"
+    assert sentences > 300_000
