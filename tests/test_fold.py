@@ -176,8 +176,8 @@ def test_a_graph_without_a_fold_opens_and_adds_one_node_per_sentence(shared_data
     assert not (folder / FOLD_FILE).exists()
     backend = FaissBackend.open(folder / "index.faiss")
     assert backend.ntotal == int(backend.index.ntotal) == rows + 2
-    with Index.open(folder) as idx:
-        found = {h.id for h in idx.search(top.text, k=3, mode="semantic")[0]}
+    with Index.open(folder) as idx:  # vectors, not search: search shows a text once
+        found = {h.id for h in idx.search_vectors(idx.embed([top.text]), 3)[0]}
     assert found == {top.id, rows, rows + 1}  # the sentence and its two copies
 
 
