@@ -65,7 +65,8 @@ def test_copies_share_a_node_and_every_copy_is_found(pair):
     with Index.open(hnsw) as idx:
         assert idx.count == rows
         for sentence in REPEATED:
-            hits = idx.search(sentence, k=COPIES + 5, mode="semantic")[0]
+            # vectors, not search: search shows a text once
+            hits = idx.search_vectors(idx.embed([sentence]), COPIES + 5)[0]
             same = [h for h in hits if h.text == sentence]
             assert len(same) >= COPIES  # the third document's copies (and any in the books)
             assert len({round(h.score, 6) for h in same}) == 1
@@ -112,8 +113,8 @@ def test_add_folds_copies_of_held_vectors(pair, tmp_path):
         assert store.count() == after.rows == FaissBackend.open(folder / "index.faiss").ntotal
         assert store.get([first])[first]["text"] == REPEATED[0]
     with Index.open(folder) as idx:
-        hits = idx.search("A sentence never seen before in this corpus, about rivers.", k=2,
-                          mode="semantic")[0]
+        hits = idx.search_vectors(idx.embed(
+            ["A sentence never seen before in this corpus, about rivers."]), 2)[0]
         assert sorted(h.id for h in hits) == [before.rows + 1, before.rows + 2]
 
 

@@ -137,7 +137,7 @@ def test_bad_input_is_one_clear_line(built, corpus, tiny_model, tmp_path, capsys
         ([str(binary)], ["--model", str(tiny_model)], 3, "binary"),
         ([str(corpus)], ["--model", str(tmp_path / "nomodel")], 4, "no such model folder"),
         ([str(corpus)], ["--model", str(corrupt)], 4, "corrupt model config"),
-        ([str(corpus)], ["--model", str(tiny_model), "--index", "ivf"], 2, "--index must be"),
+        ([str(corpus)], ["--model", str(tiny_model), "--index", "ivf-flat"], 2, "--index must be"),
     ]
     for i, (files, opts, code, msg) in enumerate(cases):
         got, _, err = run(capsys, "build-index", *files, *opts, "--out", str(tmp_path / f"o{i}"))
