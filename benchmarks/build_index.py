@@ -149,8 +149,9 @@ def model_figures(model_path: str | None, device: str, precision: str,
 
 
 def run_build(corpus: list[Path], out: Path, args: argparse.Namespace
-              ) -> tuple[float, int, str]:
-    """Run the CLI in a child; returns (wall seconds, peak RSS bytes, stderr tail)."""
+              ) -> tuple[float, int, str, float]:
+    """Run the CLI in a child; returns (wall seconds, peak RSS bytes, stderr tail, CPU seconds
+    of all its threads: what the build costs whatever else loads the machine)."""
     cmd = [sys.executable, str(REPO / "cli.py"), "build-index", *map(str, corpus),
            "--out", str(out),
            "--index", args.index, "--device", args.device, "--precision", args.precision,
@@ -165,7 +166,7 @@ def run_build(corpus: list[Path], out: Path, args: argparse.Namespace
     wall = time.perf_counter() - t
     if proc.returncode != 0:
         sys.exit(f"benchmark: build-index failed ({proc.returncode}): {stderr.strip()[-2000:]}")
-    return wall, usage.ru_maxrss * 1024, stderr
+    return wall, usage.ru_maxrss * 1024, stderr, usage.ru_utime + usage.ru_stime
 
 
 def fts_seconds(index: Path, work: Path) -> float:
@@ -258,14 +259,15 @@ def main() -> None:
                     sys.exit(f"benchmark: {e}")
             out = work / f"index-{n}"
             shutil.rmtree(out, ignore_errors=True)
-            wall, rss, _ = run_build(corpus, out, args)
+            wall, rss, _, cpu = run_build(corpus, out, args)
             m = read_manifest(out)
             got = m["count"]
             st = m["stages"]
             index_bytes = (out / "index.faiss").stat().st_size
             embed_gflops = (got * figures["tokens_per_sentence"] * figures["flops_per_token"]
                             / max(st["embed"], 1e-9) / 1e9)
-            row = {"sentences": got, "wall_s": wall,
+            row = {"sentences": got, "wall_s": wall, "cpu_s": cpu,
+                   "load": os.getloadavg()[0],
                    "corpus": f"wikipedia:{n} shards" if args.wikipedia else "gutenberg",
                    **{f"{k}_s": v for k, v in st.items()},
                    "total_s": total_seconds(st, m["build"]["parallel_stages"]),
@@ -283,7 +285,8 @@ def main() -> None:
             results.append(row)
             print(f"{got:>9,} sentences: read {st['read']:.1f} s, embed {st['embed']:.1f} s, "
                   f"index {st['index']:.1f} s, metadata {st['metadata']:.1f} s "
-                  f"(wall {wall:.1f} s incl. start-up) | {row['sentences_per_s']:,.0f} "
+                  f"(wall {wall:.1f} s incl. start-up, {row['cpu_s']:.0f} CPU-s) | "
+                  f"{row['sentences_per_s']:,.0f} "
                   f"sentences/s | peak RSS {gb(rss)} | on disk {gb(row['disk_bytes'])} | "
                   f"{m['index_key']} {m['index_params']} recall@10 "
                   f"{row['recall'].get('recall@10', 1.0)} | load {os.getloadavg()[0]:.1f} | "
@@ -331,11 +334,12 @@ def main() -> None:
         if len(same) > 1:  # repeated sizes (--sentences N N N): the median of each figure
             med = {k: float(np.median([r[k] for r in same]))
                    for k in ("read_s", "embed_s", "index_s", "metadata_s", "total_s", "wall_s",
-                             "peak_rss")}
+                             "peak_rss", "cpu_s")}
             print(f"\nmedian of {len(same)} at {n:,} sentences: read {med['read_s']:.1f} s, "
                   f"embed {med['embed_s']:.1f} s, index {med['index_s']:.1f} s, metadata "
                   f"{med['metadata_s']:.1f} s, total {med['total_s']:.1f} s, wall "
-                  f"{med['wall_s']:.1f} s incl. start-up ({n / med['total_s']:,.0f} "
+                  f"{med['wall_s']:.1f} s incl. start-up, {med['cpu_s']:.0f} CPU-s "
+                  f"({n / med['total_s']:,.0f} "
                   f"sentences/s), peak RSS {gb(med['peak_rss'])}; load average "
                   f"{os.getloadavg()[0]:.1f} at the end")
     if len(results) > 1 and results[0]["sentences"] != results[-1]["sentences"]:
