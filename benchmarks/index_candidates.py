@@ -283,8 +283,8 @@ def main() -> None:
           f"queries; {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"faiss {faiss.__version__}; load average at start {load[0]:.2f}\n")
     print("| candidate | key | train s | build s (incl. train) | build CPU s | tune s | params "
-          "| recall@10 held-out | search p50 / p95 ms | size MB | load |")
-    print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+          "| recall@10 held-out | search p50 / p95 ms | search CPU p50 ms | size MB | load |")
+    print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for r in rows:
         params = ", ".join(f"{k}={v}" for k, v in r["params"].items()) or "–"
         print(f"| {r['candidate']} | `{r['key']}` | {r['train_s']:.1f} | {r['build_s']:.1f} | "
