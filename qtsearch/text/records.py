@@ -129,10 +129,20 @@ def passages(words: list[str], sentences: list[str], limit: int) -> list[str]:
     return out
 
 
-def read_records(path: Path, fields: RecordFields = RecordFields(),
-                 passage_words: int = PASSAGE_WORDS) -> Iterator[Passage]:
-    """The passages of every record of one file, in file order. A record without text is
-    skipped (its id is still taken); a file with no text field at all is an InputError."""
+@dataclass(frozen=True)
+class Document:
+    """One record as a document: its number in the file (1-based), id, title and sentences."""
+
+    record: int
+    doc_id: str | None
+    title: str | None
+    sentences: list[str]
+
+
+def read_documents(path: Path, fields: RecordFields = RecordFields()) -> Iterator[Document]:
+    """Every record of one file as a document of sentences, in file order. A record with
+    neither text nor title is skipped (its number is still taken); a file with no text field
+    at all is an InputError."""
     # imported here: the CLI reads PASSAGE_WORDS for its help without loading the splitter
     from qtsearch.text.splitter import split_text
 
@@ -150,12 +160,19 @@ def read_records(path: Path, fields: RecordFields = RecordFields(),
         title = str(row[title_field]).strip() if title_field and row[title_field] else None
         body = row.get(text_field)
         text = " ".join(str(body).split()) if body is not None else ""
-        if not text and not title:
-            continue
-        sentences = split_text(text) if text else []
-        chunks = passages([len(s.split()) for s in sentences], sentences, passage_words)
-        if title:
-            head = title if title[-1:] in ".!?:" else f"{title}."
+        if text or title:
+            yield Document(n, doc_id, title or None, split_text(text) if text else [])
+
+
+def read_records(path: Path, fields: RecordFields = RecordFields(),
+                 passage_words: int = PASSAGE_WORDS) -> Iterator[Passage]:
+    """The passages of every record of one file, in file order (`read_documents`' documents,
+    their sentences grouped into passages that start with the title)."""
+    for doc in read_documents(path, fields):
+        chunks = passages([len(s.split()) for s in doc.sentences], doc.sentences,
+                          passage_words)
+        if doc.title:
+            head = doc.title if doc.title[-1:] in ".!?:" else f"{doc.title}."
             chunks = [f"{head} {c}" for c in chunks] or [head]
         for position, chunk in enumerate(chunks):
-            yield Passage(chunk, n, position, doc_id, title)
+            yield Passage(chunk, doc.record, position, doc.doc_id, doc.title)

@@ -8,9 +8,7 @@ near-duplicates, and the figure should measure finding the document).
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -23,15 +21,13 @@ import numpy as np
 from qtsearch.errors import InputError, ModelError
 from qtsearch.models.files import read_config
 from qtsearch.models.folder import encoder_config
+from qtsearch.text import records
 from qtsearch.text.reader import list_files, read_sentences
-from qtsearch.text.splitter import split_text
 from qtsearch.text.tokenizer import tokenize
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.progress import Display
 from qtsearch.training.tasks.pairs import PairSet
 
-#: Suffixes read as JSON Lines records (one document per line: "title", "text").
-RECORD_SUFFIXES = (".jsonl", ".jsonl.gz")
 #: Every HELD_OUT-th document is kept out of training and validates every task.
 HELD_OUT = 20
 #: Pairs per document for the title and inverse-cloze tasks (the first sentences, which in
@@ -50,45 +46,16 @@ class Document:
 
 # ----- the corpus -----------------------------------------------------------------------------
 
-def is_records(path: Path) -> bool:
-    return path.name.endswith(RECORD_SUFFIXES)
-
-
-def read_records(path: Path) -> Iterable[Document]:
-    """Documents of a JSON Lines file of records with "text" and optional "title" (the BEIR
-    corpus.jsonl(.gz) layout); the text is split into sentences."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise InputError(f"{path}:{lineno}: not a JSON record ({e.msg})") from None
-                if not isinstance(record, dict) or not isinstance(record.get("text", ""), str):
-                    raise InputError(f'{path}:{lineno}: a record needs a "text" string')
-                title = record.get("title")
-                title = title.strip() if isinstance(title, str) and title.strip() else None
-                text = " ".join(record.get("text", "").split())
-                sentences = split_text(text) if text else []
-                if sentences or title:
-                    yield Document(title, sentences)
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read ({e})") from None
-
-
 def read_documents(paths: Sequence[str], split: bool) -> list[Document]:
-    """The corpus as documents of sentences: JSON Lines records, or text files and folders as
+    """The corpus as documents of sentences: records (qtsearch.text.records), or text files as
     `qtsearch train` reads them (a blank line or a new file starts a document; WikiExtractor
     articles carry their titles)."""
     files = list_files(paths)
     docs: list[Document] = []
-    texts = [str(f) for f in files if not is_records(f)]
+    texts = [str(f) for f in files if not records.is_records(f)]
     for f in files:
-        if is_records(f):
-            docs.extend(read_records(f))
+        if records.is_records(f):
+            docs.extend(Document(d.title, d.sentences) for d in records.read_documents(f))
     if texts:
         current = -1
         for s in read_sentences(texts, split=split, strict_empty=False):
