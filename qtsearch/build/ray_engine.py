@@ -36,6 +36,7 @@ import numpy as np
 from qtsearch.build import shards as shard_files
 from qtsearch.build.index_stage import IndexStage
 from qtsearch.build.pipeline import Builder, BuildResult, IndexConfig, build_index, model_spec
+from qtsearch.encode.corpus_words import prepare_corpus_words, refines, with_corpus_words
 from qtsearch.encode.encoder import load_encoder
 from qtsearch.errors import ModelError, UsageError
 from qtsearch.index import parts
@@ -116,11 +117,13 @@ class EmbedShards:
     """A Ray Data actor: loads the encoder once, then embeds whole shards (rows → vectors)."""
 
     def __init__(self, model: str | None, fingerprint: str, device: str, precision: str,
-                 shards: str, batch_size: int):
-        self.encoder = load_encoder(model, device=device, precision=precision)
-        if self.encoder.fingerprint != fingerprint:
+                 shards: str, batch_size: int, partial: str):
+        encoder = load_encoder(model, device=device, precision=precision)
+        if encoder.fingerprint != fingerprint:
             raise ModelError(f"{model}: a Ray worker sees another model (fingerprint "
-                             f"{self.encoder.fingerprint} != {fingerprint})")
+                             f"{encoder.fingerprint} != {fingerprint})")
+        # the corpus words the driver fitted into the partial index: vectors as a local build's
+        self.encoder = with_corpus_words(encoder, partial)
         self.shards, self.batch_size = Path(shards), batch_size
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -200,6 +203,11 @@ class RayBuilder(Builder):
                 if shard_files.emb_path(self.shards, i).exists()]  # a file that exists is whole
         self.state["embedded"] = done
         todo = sorted(set(range(n_shards)) - set(done))
+        if refines(encoder):  # the local build's first pass, here in the driver
+            with self.progress.stage("words", count, "sentences") as advance:
+                prepare_corpus_words(encoder, self.partial, (
+                    shard_files.read_texts(shard_files.rows_path(self.shards, i))
+                    for i in range(n_shards)), advance)
         with self.progress.stage("embed", count, "sentences") as advance:
             advance(sum(shard_files.shard_rows(shard_files.rows_path(self.shards, i))
                         for i in done))
@@ -207,7 +215,8 @@ class RayBuilder(Builder):
                 device = "cuda" if self.pool.gpus else c.device
                 settings = {"model": model_spec(encoder), "fingerprint": encoder.fingerprint,
                             "device": device, "precision": c.precision,
-                            "shards": str(self.shards), "batch_size": c.batch_size}
+                            "shards": str(self.shards), "batch_size": c.batch_size,
+                            "partial": str(self.partial)}
                 embedded = _over_shards(todo).map_batches(
                     EmbedShards, fn_constructor_kwargs=settings,
                     **self.pool.args(len(todo), actors=True))
