@@ -282,3 +282,37 @@ def test_a_50_mb_single_line_is_read_in_bounded_memory(tmp_path: Path,
     sentences, peak_kb = int(out[0]), int(out[1])
     assert peak_kb < 300_000, f"peak {peak_kb / 1000:.0f} MB reading a 50 MB line"
     assert sentences > 300_000
+
+
+def test_the_shell_and_the_server_search_by_document(index: Path, records: list[dict]) -> None:
+    import io
+
+    import httpx
+    from rich.console import Console
+    from serve_fixtures import serving
+
+    from qtsearch.errors import UsageError
+    from qtsearch.ui.shell import Shell
+
+    # a document of several passages, each starting with its title
+    title = next(r["title"] for r in records if len(r["text"].split()) > 450)
+    with Index.open(index) as idx:
+        want = [h.doc_id for h in idx.search(title, 5, by="doc")[0]]
+        shown = {}
+        for by in ("passage", "doc"):
+            shell = Shell(idx, k=5, console=Console(file=io.StringIO(), width=1000))
+            shell.handle(f":by {by}")
+            assert shell.by == by
+            shell.handle(title)
+            shown[by] = shell.console.file.getvalue()
+        with pytest.raises(UsageError, match=":by UNIT"):
+            shell.handle(":by page")
+    # the title stands in a row's text and its source: twice for the one row of its document,
+    # more often where its passages are rows of their own
+    assert shown["doc"].count(title) == 2 < shown["passage"].count(title)
+    with serving(index) as url:
+        page = httpx.get(f"{url}/").text
+        assert 'id="by-doc"' in page
+        got = httpx.get(f"{url}/search", params={"q": title, "k": 5, "by": "doc"}).json()
+    assert [h["doc_id"] for h in got[0]["hits"]] == want
+    assert all("passages" in h for h in got[0]["hits"])

@@ -21,12 +21,14 @@ from rich.text import Text
 
 from qtsearch.errors import QTSearchError, UsageError
 from qtsearch.query.filters import parse_where
+from qtsearch.query.hits import UNITS
 from qtsearch.query.rerank import RERANK_DEPTH, Reranker
 from qtsearch.query.search import CONTEXT_WINDOW, MODES, Hit, Index, Record
 
 PROMPT = "qtsearch> "
 HISTORY_LENGTH = 2000
-COMMANDS = (":analogy", ":k", ":ctx", ":id", ":mode", ":where", ":rerank", ":help", ":quit")
+COMMANDS = (":analogy", ":k", ":ctx", ":id", ":mode", ":by", ":where", ":rerank", ":help",
+            ":quit")
 
 HELP = """\
 Type a sentence to search the stored sentences ({mode} search).
@@ -36,6 +38,7 @@ Type a sentence to search the stored sentences ({mode} search).
   :ctx ID [N]          sentence ID with N sentences around it in its document (default 2)
   :k N                 show N results (now {k})
   :mode NAME           hybrid, semantic (vectors) or lexical (BM25 over the words)
+  :by UNIT             passage, or doc: one hit per document, by its best passage (now {by})
   :where COLUMN=VALUE  only sentences with this metadata (e.g. source=emma.txt, doc=3);
                        repeat to add one, :where alone clears them (now: {where})
   :rerank NAME [N]     re-score the first N (30) hits with encoder NAME (minilm: slower,
@@ -85,6 +88,7 @@ class Shell:
         self.index = index
         self.k = k
         self.mode = index.default_mode
+        self.by = UNITS[0]
         self.where: dict[str, str] = {}
         self.rerank: Reranker | None = None
         self.console = console or Console()
@@ -100,7 +104,8 @@ class Shell:
         if not line:
             return True
         if not line.startswith(":"):
-            self._show(self.index.search([line], self.k, self.mode, self.where, self.rerank)[0])
+            self._show(self.index.search([line], self.k, self.mode, self.where, self.rerank,
+                                         self.by)[0])
             return True
         name, _, rest = line.partition(" ")
         rest = rest.strip()
@@ -108,6 +113,7 @@ class Shell:
             return False
         if name == ":help":
             self.console.print(HELP.format(k=self.k, history=self.history, mode=self.mode,
+                                           by=self.by,
                                            where=self._where_text(), rerank=self._rerank_text()),
                                highlight=False, markup=False)
         elif name == ":k":
@@ -128,6 +134,11 @@ class Shell:
                 raise UsageError(f"usage: :mode NAME ({' | '.join(MODES)})")
             self.mode = self.index.resolve_mode(rest)  # refused if the index lacks it
             self.console.print(f"mode = {self.mode}", highlight=False)
+        elif name == ":by":
+            if rest not in UNITS:
+                raise UsageError(f"usage: :by UNIT ({' | '.join(UNITS)})")
+            self.by = rest
+            self.console.print(f"by = {self.by}", highlight=False)
         elif name == ":rerank":
             args = rest.split()
             if not 1 <= len(args) <= 2:

@@ -124,7 +124,8 @@ function search(event) {
   event.preventDefault();
   const q = $("q").value.trim();
   if (!q) return;
-  const params = new URLSearchParams({q, k: k(), mode: mode()});
+  const params = new URLSearchParams({q, k: k(), mode: mode(),
+                                     by: $("by-doc").checked ? "doc" : "passage"});
   run(`${mode()}: ${q}`, () => api(`search?${params}`));
 }
 
