@@ -43,6 +43,8 @@ log = logging.getLogger("qtsearch")
 #: Suffixes of the folders beside an index that a writer owns (the lock covers them all).
 LOCK_SUFFIX = ".lock"
 OLD_INFIX = ".old-"
+#: How long a refused writer waits for the holder's name to appear in the lock file.
+HOLDER_GRACE = 1.0
 #: How often a waiting writer retries (flock has no timeout of its own).
 POLL_SECONDS = 0.1
 #: Test hook: "NAME" makes the process SIGKILL itself at that point of a swap (see `_hook`).
@@ -61,6 +63,18 @@ def holder(folder: str | os.PathLike) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _named_holder(folder: Path) -> dict[str, Any]:
+    """The holder's record, waiting briefly for it: a writer takes the lock first and writes
+    its name a moment later, and a second writer arriving in between should still be told
+    whom it waits for."""
+    deadline = time.monotonic() + HOLDER_GRACE
+    info = holder(folder)
+    while not info.get("pid") and time.monotonic() < deadline:
+        time.sleep(0.01)
+        info = holder(folder)
+    return info
 
 
 def describe(info: dict[str, Any]) -> str:
@@ -106,7 +120,7 @@ def writer_lock(folder: str | os.PathLike, command: str | None = None,
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
-                    who = describe(holder(folder))
+                    who = describe(_named_holder(folder))
                     if deadline is not None and time.monotonic() >= deadline:
                         raise BusyError(
                             f"{folder}: another writer is at work on this index: {who}; "
