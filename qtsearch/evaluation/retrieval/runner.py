@@ -79,13 +79,10 @@ def collection_index(coll: Collection, model: str | None, name: str, fingerprint
 
 
 def run_queries(index: Index, coll: Collection, mode: str,
-                advance: Callable[[int], None] | None = None,
-                lexical_weight: float | None = None) -> dict[str, float]:
+                advance: Callable[[int], None] | None = None) -> dict[str, float]:
     """Every query of the collection, searched by document one at a time; a query the index
     refuses (InputError, e.g. no known word in semantic mode) scores 0 and counts in
-    `failed`. `lexical_weight` overrides the hybrid fusion's weight (tuning)."""
-    if lexical_weight is not None:
-        index.lexical_weight = lexical_weight
+    `failed`."""
     totals = dict.fromkeys(METRICS, 0.0)
     times, failed = [], 0
     with WarningCounter().attached():
