@@ -20,9 +20,9 @@ import math
 import time
 from pathlib import Path
 
-from qtsearch.build.pipeline import IndexConfig, build_index
-from qtsearch.errors import InputError
-from qtsearch.query.search import Index
+from qtsearch.core.errors import InputError
+from qtsearch.indexing.pipeline import IndexConfig, build_index
+from qtsearch.search.engine import Index
 
 
 def read_beir(folder: Path, split: str) -> tuple[list[str], list[str], dict[str, str],

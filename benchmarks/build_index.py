@@ -126,8 +126,8 @@ def model_figures(model_path: str | None, device: str, precision: str,
     """FLOPs per token, mean tokens per sentence (on a sample) and the matmul ceiling."""
     import torch
 
-    from qtsearch.encode.encoder import load_encoder
-    from qtsearch.encode.mean import MeanEncoder
+    from qtsearch.encoders.mean import MeanEncoder
+    from qtsearch.encoders.registry import load_encoder
 
     enc = load_encoder(model_path, device=device, precision=precision)
     tokens = sum(len(enc.token_ids(s)) for s in sample) / max(1, len(sample))
@@ -142,7 +142,7 @@ def model_figures(model_path: str | None, device: str, precision: str,
         "device": str(enc.device), "precision": precision,
         "flops_per_token": gru_flops_per_token(enc.model),
         # the CPU batch path looks the input projections up per word: only the recurrent
-        # matmuls are executed per token (qtsearch/inference/stepped.py)
+        # matmuls are executed per token (qtsearch/encoders/fast/stepped.py)
         "executed_flops_per_token": gru_flops_per_token(
             enc.model, "weight_hh" if enc._large_batches is not None else "weight_"),
         "matmul_gflops": matmul_gflops(enc.device.type, precision)}
@@ -231,10 +231,10 @@ def main() -> None:
     if args.keep and args.keep.exists():
         ap.error(f"--keep {args.keep}: already exists; remove it or choose another folder")
 
-    from qtsearch.build.folders import folder_bytes
-    from qtsearch.build.state import total_seconds
-    from qtsearch.errors import QTSearchError
+    from qtsearch.core.errors import QTSearchError
     from qtsearch.index import read_manifest
+    from qtsearch.index.folder import folder_bytes
+    from qtsearch.indexing.state import total_seconds
     from qtsearch.text.reader import read_sentences
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="qtsearch-bench-"))

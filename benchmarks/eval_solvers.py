@@ -12,7 +12,7 @@ import argparse
 import statistics
 import time
 
-from qtsearch.encode.baselines import resolve_encoders
+from qtsearch.encoders.registry import resolve_encoders
 from qtsearch.evaluation.engine import EmbeddingCache, EvalConfig, load_tasks
 from qtsearch.evaluation.solvers import SOLVERS
 from qtsearch.evaluation.store import VectorStore

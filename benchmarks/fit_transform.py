@@ -32,7 +32,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from qtsearch.encode.encoder import load_encoder  # noqa: E402
+from qtsearch.encoders.registry import load_encoder  # noqa: E402
 from qtsearch.index.transform import VectorTransform  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
@@ -85,8 +85,8 @@ def probes_for_recall(x: np.ndarray, target: float = 0.95) -> tuple[int, int]:
 
 def builder_ivf_pq(x: np.ndarray, out: Path) -> dict:
     """The builder's own `--index ivf-pq` stage on `x` (nprobe tuned for recall@10 0.95)."""
-    from qtsearch.build.index_stage import IndexStage
-    from qtsearch.build.progress import Progress
+    from qtsearch.app.build_progress import Progress
+    from qtsearch.indexing.index_stage import IndexStage
 
     step = 50_000
     stage = IndexStage(lambda: (x[i:i + step] for i in range(0, len(x), step)), len(x),

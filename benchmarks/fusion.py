@@ -19,11 +19,11 @@ import json
 import sys
 from pathlib import Path
 
+from qtsearch.core.paths import data_root
 from qtsearch.evaluation.relevance.engine import RelevanceConfig, load_tasks
 from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
 from qtsearch.evaluation.relevance.runner import run_queries
-from qtsearch.paths import data_root
-from qtsearch.query.search import QUERY_PRECISION, Index
+from qtsearch.search.engine import QUERY_PRECISION, Index
 
 #: (label, mode, fusion, whether a lexical-only candidate's cosine is read from the index,
 #: the convex fusion's BM25 weight)
@@ -60,7 +60,7 @@ def main() -> None:
     parser.add_argument("--weights", nargs="+", type=float, default=list(WEIGHTS),
                         help="BM25 weights of the convex fusion to compare.")
     args = parser.parse_args()
-    from qtsearch.encode.encoder import load_encoder
+    from qtsearch.encoders.registry import load_encoder
 
     encoder = load_encoder(args.model, device="cpu", precision=QUERY_PRECISION)
     tasks = load_tasks(RelevanceConfig(tasks=args.tasks), data_root())

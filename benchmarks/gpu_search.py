@@ -57,7 +57,7 @@ def main() -> None:
         raise SystemExit("gpu_search: needs a CUDA GPU")
 
     from qtsearch.index.recall import recall_at_k
-    from qtsearch.query.search import Index
+    from qtsearch.search.engine import Index
 
     t = time.perf_counter()
     index = Index.open(args.index, device="cuda")

@@ -59,7 +59,7 @@ def held_out_vectors(flat: Path, n_queries: int) -> np.ndarray:
     """Held-out sentences embedded as a query is (the index's model and transform)."""
     from query_latency import queries_after
 
-    from qtsearch.query.search import Index
+    from qtsearch.search.engine import Index
 
     texts = queries_after(flat, n_queries)
     with Index.open(flat, device="cpu") as idx:

@@ -188,7 +188,7 @@ def build_reference(docs: list[list[str]], texts: list[str], folder: Path) -> Se
 def build_fts5_budget(docs: list[list[str]], texts: list[str], folder: Path) -> Search:
     """The lexical leg before the BM25 files: FTS5 (Porter) with its 600-row budget."""
     from qtsearch.index.store import MetadataStore
-    from qtsearch.query.lexical import LexicalSearch
+    from qtsearch.search.lexical import LexicalSearch
 
     with MetadataStore.create(folder / "meta.sqlite") as store:
         store.insert_many((i, t, "bench", i, 0, i) for i, t in enumerate(texts))
@@ -279,7 +279,7 @@ def examples(folder: Path, k: int = 3) -> None:
     """The everyday questions over an index folder, lexical mode, through the FTS5 leg with its
     budget (before the BM25 files) and through the BM25 files: the first hit of each."""
     from qtsearch.index.store import MetadataStore
-    from qtsearch.query.lexical import LexicalSearch
+    from qtsearch.search.lexical import LexicalSearch
 
     store = MetadataStore.open(folder / "meta.sqlite")
     after = LexicalSearch(store)

@@ -2,7 +2,7 @@
 
 Writes the first N Gutenberg sentences into a metadata store with its full-text table (the
 store and FTS code of `build-index`; no vectors), then runs held-out query sentences through
-`qtsearch.query.lexical.LexicalSearch` as hybrid search does (top 50): with its word counts
+`qtsearch.search.lexical.LexicalSearch` as hybrid search does (top 50): with its word counts
 cold, then cached, then fresh after the warm-up's one-pass count of every word.
 Reports wall and CPU time (the calling thread's), p50 / p95: CPU time is what a query costs a
 core, and stays meaningful on a machine other jobs are loading.
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from query_latency import book_sentences, held_out
 
 from qtsearch.index.store import MetadataStore
-from qtsearch.query.lexical import LexicalSearch
+from qtsearch.search.lexical import LexicalSearch
 
 
 def build_store(path: Path, n: int, n_queries: int) -> list[str]:

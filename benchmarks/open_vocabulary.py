@@ -28,17 +28,17 @@ from pathlib import Path
 
 import numpy as np
 
-from qtsearch.encode.corpus_words import fit_corpus_words, set_corpus_words
-from qtsearch.encode.encoder import DEFAULT_MODEL
-from qtsearch.encode.mean import MeanEncoder
-from qtsearch.encode.pieces import (
+from qtsearch.encoders.base import DEFAULT_MODEL
+from qtsearch.encoders.corpus_words import fit_corpus_words, set_corpus_words
+from qtsearch.encoders.files import PIECES
+from qtsearch.encoders.mean import MeanEncoder
+from qtsearch.encoders.pieces import (
     fit_pieces,
     minilm_pieces,
     piece_matrix,
     ridge_fit,
     save_pieces,
 )
-from qtsearch.models.files import PIECES
 from qtsearch.text.tokenizer import tokenize
 from qtsearch.text.vocab import Vocab
 
@@ -87,7 +87,7 @@ def reconstruction(enc: MeanEncoder, rows: list[str]) -> None:
     rare = held[held >= np.median(ids)]  # the vocabulary is ranked by frequency
     pieces = minilm_pieces()
     index = {p: i for i, p in enumerate(pieces)}
-    from qtsearch.encode.pieces import wordpiece
+    from qtsearch.encoders.pieces import wordpiece
 
     def score(name: str, composed: np.ndarray, size: str) -> None:
         c = cos_rows(composed, enc.table[held])
@@ -158,7 +158,7 @@ def unknown_share(enc: MeanEncoder, texts: list[str]) -> float:
 
 
 def refine(enc: MeanEncoder, docs: list[str], beta: float, min_texts: int) -> None:
-    """The library's corpus words (qtsearch.encode.corpus_words) over the documents."""
+    """The library's corpus words (qtsearch.encoders.corpus_words) over the documents."""
     set_corpus_words(enc, *fit_corpus_words(enc, [docs], beta, min_texts=min_texts))
 
 

@@ -11,7 +11,7 @@ peak RSS (os.wait4) is that system's alone:
   wheel) encoding with its defaults, L2-normalised, in a faiss IndexFlatIP, the sentences kept
   beside it as a text file: what a user of these libraries writes;
 - model2vec: a StaticModel distilled from that same MiniLM folder (qtsearch's cached
-  distillation, qtsearch/encode/static.py), the same faiss set-up.
+  distillation, qtsearch/encoders/static.py), the same faiss set-up.
 
 Figures per system: the model's load seconds, then build seconds (read, encode, index, write:
 for qtsearch its build stages, as benchmarks/build_index.py counts them; the interpreter's
@@ -105,9 +105,9 @@ def child_build(system: str, corpus: Path, out: Path, limit: int | None, model: 
     """Builds `system`'s index of `corpus` in `out`: its count, the model's load seconds and
     the build's (read, encode, index, write)."""
     if system == "qtsearch":
-        from qtsearch.build.pipeline import IndexConfig, build_index
-        from qtsearch.build.state import total_seconds
         from qtsearch.index import read_manifest
+        from qtsearch.indexing.pipeline import IndexConfig, build_index
+        from qtsearch.indexing.state import total_seconds
 
         t = time.perf_counter()
         build_index(IndexConfig(corpus=[str(corpus)], out=str(out), overwrite=True),
@@ -136,7 +136,7 @@ def child_build(system: str, corpus: Path, out: Path, limit: int | None, model: 
 def child_queries(system: str, out: Path, queries: list[str], model: str) -> dict:
     """One query at a time, end to end (encode, search, the hits' text): latencies in ms."""
     if system == "qtsearch":
-        from qtsearch.api import Index
+        from qtsearch import Index
 
         index = Index.open(out)
         mode = index.default_mode
@@ -182,11 +182,11 @@ def model_folder(system: str) -> str:
     """The peer's model folder, resolved (and model2vec distilled, once) here, not in the
     measured child; "-" for qtsearch, whose build loads its shipped model itself."""
     if system == "minilm":
-        from qtsearch.encode.baselines import minilm_folder
+        from qtsearch.encoders.wheels import minilm_folder
 
         return str(minilm_folder())
     if system == "model2vec":
-        from qtsearch.encode.static import distilled_folder
+        from qtsearch.encoders.static import distilled_folder
 
         return str(distilled_folder())
     return "-"
@@ -246,7 +246,7 @@ def draw_chart(rows: list[dict], path: Path, note: str) -> None:
 
 
 def parent(args: argparse.Namespace) -> None:
-    from qtsearch.build.folders import folder_bytes
+    from qtsearch.index.folder import folder_bytes
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="qtsearch-peers-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -1,11 +1,11 @@
 """Query latency and recall of every index type on N Gutenberg sentences, or on Wikipedia.
 
 The corpus is embedded once: a flat index (exact search, the reference) is built by the real
-builder (`qtsearch.build.pipeline.build_index`, the code path of `qtsearch build-index`) from the
+builder (`qtsearch.indexing.pipeline.build_index`, the code path of `qtsearch build-index`) from the
 first N sentences of the shared Gutenberg books, one per line, a blank line between books, or
 taken as it is with `--from-index DIR` (e.g. the 1M flat index `build_index.py --keep` leaves).
 The other types (sq8, ivf-pq, hnsw) are derived from its vectors and metadata with
-`qtsearch.build.derive.build_from_index`, which runs the builder's own index stage (choice,
+`qtsearch.indexing.derive.build_from_index`, which runs the builder's own index stage (choice,
 training sample, add, recall tuning): the same index `build-index --index TYPE` makes, without
 embedding the corpus again. Queries are held-out sentences read after the first N. With
 `--wikipedia K` the flat index is built from the first K of the 200 WikiExtractor shards of
@@ -148,8 +148,8 @@ def build_flat(corpus: list[Path], model: str, out: Path, n: int | None) -> dict
     holds); returns its manifest."""
     from rich.console import Console
 
-    from qtsearch.build.pipeline import IndexConfig, build_index
-    from qtsearch.encode.encoder import load_encoder
+    from qtsearch.encoders.registry import load_encoder
+    from qtsearch.indexing.pipeline import IndexConfig, build_index
 
     manifest_path = out / "manifest.json"
     if manifest_path.is_file():
@@ -171,7 +171,7 @@ def derive(flat: Path, flat_manifest: dict[str, Any], out: Path, index_type: str
     """Build (or reuse) an `index_type` index from the flat index's vectors."""
     from rich.console import Console
 
-    from qtsearch.build.derive import build_from_index
+    from qtsearch.indexing.derive import build_from_index
 
     manifest_path = out / "manifest.json"
     if manifest_path.is_file():
@@ -209,7 +209,7 @@ def measure(folder: Path, queries: list[str], truth: Truth, k: int, single: int,
             sweep: bool) -> dict[str, Any]:
     """Latency, throughput and recall of one index folder, opened as the CLI opens it."""
     from qtsearch.index.recall import recall_at_k
-    from qtsearch.query.search import Index
+    from qtsearch.search.engine import Index
 
     t0 = time.perf_counter()
     idx = Index.open(folder, device="cpu")
@@ -355,7 +355,7 @@ def main() -> None:
 
     args.work.mkdir(parents=True, exist_ok=True)
     if args.from_index:
-        from qtsearch.errors import QTSearchError
+        from qtsearch.core.errors import QTSearchError
         from qtsearch.index import read_manifest
 
         flat = args.from_index
@@ -395,7 +395,7 @@ def main() -> None:
             derive(flat, flat_manifest, folders[t], t)
 
     from qtsearch.index.recall import TIE_EXTRA, Truth
-    from qtsearch.query.search import Index
+    from qtsearch.search.engine import Index
 
     with Index.open(flat, device="cpu") as exact:
         queries = [q for q in queries if exact.encoder.known_words(q) > 0]

@@ -15,13 +15,13 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from qtsearch.build.pipeline import IndexConfig, build_index
-from qtsearch.encode.encoder import load_encoder
+from qtsearch.core.paths import data_root
+from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation.relevance.engine import RelevanceConfig, load_tasks
 from qtsearch.evaluation.relevance.indexes import pool_file
 from qtsearch.evaluation.relevance.runner import run_queries
-from qtsearch.paths import data_root
-from qtsearch.query.search import QUERY_PRECISION, Index
+from qtsearch.indexing.pipeline import IndexConfig, build_index
+from qtsearch.search.engine import QUERY_PRECISION, Index
 
 
 def main() -> None:

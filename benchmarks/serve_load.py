@@ -62,7 +62,7 @@ def free_port() -> int:
 
 def start_server(index: Path, workers: int, timeout: float) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "qtsearch.cli", "serve", str(index),
+    proc = subprocess.Popen([sys.executable, "-m", "qtsearch.app.cli", "serve", str(index),
                              "--port", str(port), "--workers", str(workers)])
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout

@@ -1,5 +1,5 @@
 """Tokenising throughput of the build (sentence → vocabulary ids, `token_ids` with the shipped
-model's vocabulary): in this thread, in threads, and in worker processes (qtsearch.build.tokens,
+model's vocabulary): in this thread, in threads, and in worker processes (qtsearch.indexing.tokens,
 what the build uses beside a GPU), on the first N sentences of the Gutenberg books.
 
 BlingFire's C call releases the GIL, but the Python around it (scrubbing, the UTF-8 round trip,
@@ -25,7 +25,7 @@ GUTENBERG = REPO.parent / "shared" / "data" / "gutenberg"
 
 
 def main() -> None:
-    from qtsearch.build.tokens import CHUNK, cpus, token_shards
+    from qtsearch.indexing.tokens import CHUNK, cpus, token_shards
     from qtsearch.text import tokenizer
     from qtsearch.text.reader import read_sentences
     from qtsearch.text.vocab import Vocab

@@ -21,8 +21,8 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from qtsearch.device import autocast_dtype, resolve_device
-from qtsearch.models.objective import qt_loss
+from qtsearch.core.device import autocast_dtype, resolve_device
+from qtsearch.encoders.nn.objective import qt_loss
 from qtsearch.training.trainer import TrainConfig, text_loop
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gutenberg"

@@ -1,5 +1,5 @@
 """`python -m qtsearch`, what `torchrun … -m qtsearch train …` runs in each process."""
 
-from qtsearch.cli import main
+from qtsearch.app.cli import main
 
 main()

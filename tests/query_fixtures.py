@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from qtsearch.build.pipeline import IndexConfig, build_index
+from qtsearch.indexing.pipeline import IndexConfig, build_index
 from qtsearch.text.reader import read_sentences
 
 BOOKS = ["gutenberg/0003-austen-jane--emma.txt.gz",

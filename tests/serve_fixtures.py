@@ -35,9 +35,9 @@ def serving(index: Path, token: Path | None = None, warm_up: bool = False,
     pytest.importorskip("fastapi", reason="the [serve] extra is not installed")
     import uvicorn
 
-    from qtsearch.serve.app import ServeConfig, create_app
-    from qtsearch.serve.guards import server_options
-    from qtsearch.serve.limits import Limits
+    from qtsearch.app.serve.app import ServeConfig, create_app
+    from qtsearch.app.serve.guards import server_options
+    from qtsearch.app.serve.limits import Limits
 
     config = ServeConfig(str(index), token_file=str(token) if token else None,
                          limits=Limits(**limits), warm_up=warm_up, rerank=rerank)

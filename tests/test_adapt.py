@@ -131,7 +131,7 @@ def test_bad_input_is_one_line(tmp_path: Path, tiny_model: Path) -> None:
 def test_max_minutes_stops_cleanly_with_the_model_saved(abstracts: Path, tmp_path: Path) -> None:
     """A deadline shorter than the setup: the run stops after its first step, the model folder
     loads and says how far it got, and --resume finishes the run."""
-    from qtsearch.encode.mean import MeanEncoder
+    from qtsearch.encoders.mean import MeanEncoder
 
     out = tmp_path / "m"
     result = adapt(config(abstracts, out, max_steps=20, max_minutes=0.001), progress=False)

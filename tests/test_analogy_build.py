@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from qtsearch.errors import InputError
+from qtsearch.core.errors import InputError
 from qtsearch.evaluation.analogy.build import (
     DEFAULT_TUPLES,
     SENTIMENT,

@@ -100,7 +100,7 @@ def test_questions_are_the_four_orders_of_each_tuple() -> None:
 
 
 def test_evaluate_a_real_model_and_reuse_the_cache(tiny_model, tmp_path, monkeypatch) -> None:
-    from qtsearch.encode.encoder import load_encoder
+    from qtsearch.encoders.registry import load_encoder
 
     monkeypatch.setenv("QTSEARCH_CACHE", str(tmp_path / "cache"))
     encoder = load_encoder(tiny_model, device="cpu")
@@ -120,7 +120,7 @@ def test_evaluate_a_real_model_and_reuse_the_cache(tiny_model, tmp_path, monkeyp
 
 def _cli(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
     """Run the real command line in this process: (exit code, stdout, stderr)."""
-    from qtsearch.cli import main
+    from qtsearch.app.cli import main
 
     capsys.readouterr()
     try:

@@ -8,15 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qtsearch.encode.baselines import (
-    GloveBow,
-    SentenceEncoder,
-    random_like,
-    resolve_encoder,
-    resolve_encoders,
-)
-from qtsearch.encode.pretrained import load_glove
-from qtsearch.errors import ModelError
+from qtsearch.core.errors import ModelError
+from qtsearch.encoders.base import SentenceEncoder
+from qtsearch.encoders.baselines import GloveBow
+from qtsearch.encoders.pretrained import load_glove
+from qtsearch.encoders.registry import random_like, resolve_encoder, resolve_encoders
 
 
 @pytest.fixture(autouse=True)

@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qtsearch.build.append import add_to_index
-from qtsearch.build.derive import build_from_index
-from qtsearch.build.pipeline import IndexConfig, build_index
 from qtsearch.index import bm25
 from qtsearch.index.store import MetadataStore
-from qtsearch.query.lexical import LexicalSearch
-from qtsearch.query.search import Index
+from qtsearch.indexing.append import add_to_index
+from qtsearch.indexing.derive import build_from_index
+from qtsearch.indexing.pipeline import IndexConfig, build_index
+from qtsearch.search.engine import Index
+from qtsearch.search.lexical import LexicalSearch
 
 K1, B = 1.2, 0.75
 QUESTIONS = ["What is the capital of Australia?", "A war broke out between the two countries.",

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from conftest import wikitext_slice
 
-from qtsearch.build.append import add_to_index
-from qtsearch.build.pipeline import IndexConfig, build_index
-from qtsearch.encode.baselines import GloveBow
+from qtsearch.encoders.baselines import GloveBow
 from qtsearch.index import open_faiss_index, read_manifest
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
-from qtsearch.query.search import Index
+from qtsearch.indexing.append import add_to_index
+from qtsearch.indexing.pipeline import IndexConfig, build_index
+from qtsearch.search.engine import Index
 
 
 @pytest.fixture(scope="module")

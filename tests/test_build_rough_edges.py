@@ -11,9 +11,9 @@ import pytest
 from rich.console import Console
 from test_index_cli import run
 
-from qtsearch.build.index_stage import IndexStage
-from qtsearch.commands.index import summary_table
+from qtsearch.app.commands.index import summary_table
 from qtsearch.index import read_manifest
+from qtsearch.indexing.index_stage import IndexStage
 
 EMMA = "gutenberg/0003-austen-jane--emma.txt.gz"
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import typer
 
-from qtsearch.cli import app, main
-from qtsearch.encode.encoder import DEFAULT_MODEL
-from qtsearch.models.files import latest_validation, read_config
+from qtsearch.app.cli import app, main
+from qtsearch.encoders.base import DEFAULT_MODEL
+from qtsearch.encoders.files import latest_validation, read_config
 
 REPO = Path(__file__).resolve().parents[1]
 ENV_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 from safetensors.numpy import load_file
 
-from qtsearch.cli import main
+from qtsearch.app.cli import main
 from qtsearch.index import open_faiss_index
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,7 +58,7 @@ def wrapper(*args, **kwargs):
         os.kill(os.getpid(), SIG)
     return result
 setattr(owner, name, wrapper)
-from qtsearch.cli import main
+from qtsearch.app.cli import main
 main(sys.argv[5:])
 """
 
@@ -125,13 +125,13 @@ TRAIN_KILLS = [
     # while tokenising, before any checkpoint: --resume has nothing; a plain rerun starts over
     ("tokenising", "qtsearch.text.token_corpus:tokenize", "after", 300, "", "rerun"),
     # between two checkpoints (qt_loss runs once per step and once per validation)
-    ("mid-way", "qtsearch.models.encoders:qt_loss", "before", 9, "", "resume"),
+    ("mid-way", "qtsearch.encoders.nn.quick_thoughts:qt_loss", "before", 9, "", "resume"),
     # inside the 2nd checkpoint write: tensors written to checkpoint.tmp, state.json not yet
     ("checkpoint-write", "qtsearch.training.checkpoint:save_file", "after", 2, "", "resume"),
     # the 2nd checkpoint complete in checkpoint.tmp, the old one removed, the rename not done
     ("checkpoint-swap", "pathlib:Path.rename", "before", 2, "checkpoint.tmp", "resume"),
     # after the checkpoint, while the model files are refreshed (weights new, config not yet)
-    ("model-files", "qtsearch.models.folder:write_json_atomic", "before", 2, "config.json",
+    ("model-files", "qtsearch.encoders.nn.folder:write_json_atomic", "before", 2, "config.json",
      "resume"),
 ]
 
@@ -249,12 +249,12 @@ def index_reference(index_corpus, tiny_model, tmp_path_factory) -> Path:
 
 
 INDEX_KILLS = [
-    ("several-shards", "qtsearch.build.shards:write_npy", "after", 3, ""),
+    ("several-shards", "qtsearch.indexing.shards:write_npy", "after", 3, ""),
     ("index-written", "qtsearch.index.faiss_backend:write_faiss_index", "after", 1, ""),
     ("metadata-half", "qtsearch.index.store:MetadataStore.insert_many", "after", 4, ""),
     ("parquet-export", "qtsearch.index.store:MetadataStore.to_parquet", "before", 1, ""),
     ("cleanup", "shutil:rmtree", "before", 1, "shards"),
-    ("before-rename", "qtsearch.build.pipeline:swap_in", "before", 1, ""),
+    ("before-rename", "qtsearch.indexing.pipeline:swap_in", "before", 1, ""),
 ]
 
 
@@ -281,7 +281,7 @@ def test_ctrl_c_says_what_is_kept_and_the_same_command_finishes_the_build(
     kept and what to run; rerunning that command ends with the uninterrupted build's index."""
     out = tmp_path / "wiki"
     argv = index_argv(index_corpus, tiny_model, out)
-    r = subprocess.run([sys.executable, "-c", KILLER, "qtsearch.build.shards:write_npy", "after",
+    r = subprocess.run([sys.executable, "-c", KILLER, "qtsearch.indexing.shards:write_npy", "after",
                         "3", "", *argv], capture_output=True, text=True,
                        env={**ENV, "QT_TEST_SIGNAL": "SIGINT"}, timeout=600)
     assert r.returncode == 130, r.stderr[-2000:]
@@ -358,7 +358,7 @@ def test_reader_of_a_replaced_index_keeps_its_answers(index_corpus, tiny_model,
     the new index."""
     import shutil
 
-    from qtsearch.query.search import Index
+    from qtsearch.search.engine import Index
 
     folder = tmp_path / "wiki"
     shutil.copytree(index_reference, folder)

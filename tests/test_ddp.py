@@ -22,9 +22,9 @@ import pytest
 import torch
 from safetensors.numpy import load_file
 
-from qtsearch.cli import main
-from qtsearch.errors import UsageError
-from qtsearch.models.files import read_metrics
+from qtsearch.app.cli import main
+from qtsearch.core.errors import UsageError
+from qtsearch.encoders.files import read_metrics
 from qtsearch.training.distributed import World, nproc_option
 from qtsearch.training.loop import batch_seed
 from qtsearch.training.trainer import TrainConfig, text_loop, train
@@ -47,7 +47,7 @@ def noted(name, original):
 loop.save_state = noted("checkpoint", loop.save_state)
 loop.save_model = noted("model", loop.save_model)
 metrics.MetricsLog.__call__ = noted("metrics", metrics.MetricsLog.__call__)
-from qtsearch.cli import main
+from qtsearch.app.cli import main
 main(sys.argv[1:])
 """
 

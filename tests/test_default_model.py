@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from qtsearch import load_encoder
-from qtsearch.demo import CORPUS, ensure_demo_index
-from qtsearch.encode.encoder import DEFAULT_MODEL
-from qtsearch.models.files import latest_validation, read_config
+from qtsearch.app.demo import CORPUS, ensure_demo_index
+from qtsearch.encoders.base import DEFAULT_MODEL
+from qtsearch.encoders.files import latest_validation, read_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,7 @@ def demo_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_shipped_model_is_small_safe_and_records_its_validation() -> None:
     files = {p.name for p in DEFAULT_MODEL.iterdir()}
-    # the model folder, its pieces table (an open vocabulary, qtsearch.encode.pieces) and its
+    # the model folder, its pieces table (an open vocabulary, qtsearch.encoders.pieces) and its
     # card (no pickle, no checkpoint or cache)
     assert files == {"config.json", "vocab.json", "weights.safetensors", "metrics.jsonl",
                      "README.md", "pieces.safetensors"}
@@ -57,7 +57,7 @@ def test_shipped_model_encodes_identically_after_reload() -> None:
 
 @pytest.mark.slow
 def test_battle_finds_war_and_songs_find_music(demo_index: Path) -> None:
-    from qtsearch.query.search import Index
+    from qtsearch.search.engine import Index
 
     with Index.open(demo_index, device="cpu") as index:
         assert index.count > 5000

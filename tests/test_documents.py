@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from qtsearch.build.pipeline import IndexConfig, build_index
-from qtsearch.cli import main
-from qtsearch.errors import InputError
+from qtsearch.app.cli import main
+from qtsearch.core.errors import InputError
 from qtsearch.evaluation.retrieval import beir
-from qtsearch.query.search import Index
+from qtsearch.indexing.pipeline import IndexConfig, build_index
+from qtsearch.search.engine import Index
 from qtsearch.text.reader import read_sentences
 from qtsearch.text.records import passages, read_records
 
@@ -199,7 +199,7 @@ def test_bench_retrieval_on_a_real_subset(shared_data: Path, records: list[dict]
 
 
 def test_fusion_settings_follow_the_rows_length() -> None:
-    from qtsearch.query.fusion import (
+    from qtsearch.search.fusion import (
         FEEDBACK,
         PASSAGE_LEXICAL_WEIGHT,
         PASSAGE_TERMS,
@@ -218,7 +218,7 @@ def test_fusion_settings_follow_the_rows_length() -> None:
 
 def test_passages_fuse_with_feedback_and_sentences_without(
         index: Path, records: list[dict], tmp_path: Path, shared_data: Path) -> None:
-    from qtsearch.query.fusion import FEEDBACK, PASSAGE_LEXICAL_WEIGHT
+    from qtsearch.search.fusion import FEEDBACK, PASSAGE_LEXICAL_WEIGHT
 
     claim = "Statins lower the risk of heart disease."
     with Index.open(index) as idx:
@@ -291,8 +291,8 @@ def test_the_shell_and_the_server_search_by_document(index: Path, records: list[
     from rich.console import Console
     from serve_fixtures import serving
 
-    from qtsearch.errors import UsageError
-    from qtsearch.ui.shell import Shell
+    from qtsearch.app.shell import Shell
+    from qtsearch.core.errors import UsageError
 
     # a document of several passages, each starting with its title
     title = next(r["title"] for r in records if len(r["text"].split()) > 450)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from qtsearch.cli import main
+from qtsearch.app.cli import main
 
 SMALL_BOOK = "gutenberg/0744-ibsen-henrik--little-eyolf.txt.gz"
 

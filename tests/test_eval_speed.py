@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qtsearch.encode.baselines import GloveBow
+from qtsearch.encoders.baselines import GloveBow
 from qtsearch.evaluation import classifier
 from qtsearch.evaluation.engine import EvalConfig, evaluate, load_tasks
 from qtsearch.evaluation.store import VectorStore

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qtsearch.encode.baselines import GloveBow
-from qtsearch.encode.encoder import load_encoder
-from qtsearch.errors import InputError, UsageError
+from qtsearch.core.errors import InputError, UsageError
+from qtsearch.core.paths import data_root
+from qtsearch.encoders.baselines import GloveBow
+from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation import classifier
 from qtsearch.evaluation.engine import (
     EmbeddingCache,
@@ -22,7 +23,6 @@ from qtsearch.evaluation.engine import (
 )
 from qtsearch.evaluation.files import sample
 from qtsearch.evaluation.tasks.next_sentence import NextSentence, ranks
-from qtsearch.paths import data_root
 
 SMALL_BOOK = "gutenberg/0744-ibsen-henrik--little-eyolf.txt.gz"  # held out, ~2k sentences
 
@@ -194,7 +194,7 @@ def test_tasks_see_unit_vectors_and_the_store_keeps_the_raw_ones(tmp_path):
     """The engine searches L2-normalised vectors, so the tasks probe those (one protocol for
     every encoder); --raw-vectors probes the encoder's own output, and the disk cache serves
     both because it holds the raw vectors."""
-    from qtsearch.encode.mean import MeanEncoder
+    from qtsearch.encoders.mean import MeanEncoder
     from qtsearch.evaluation.store import VectorStore
 
     encoder = MeanEncoder()  # the shipped mean model: its raw vectors are not unit length
@@ -215,7 +215,7 @@ def test_tasks_see_unit_vectors_and_the_store_keeps_the_raw_ones(tmp_path):
 def test_eval_records_which_vectors_it_probed(shared_data):
     """`unit_vectors` reaches the probes: on the same sample, SICK-R differs between the unit
     and the raw vectors of the shipped model, and the JSON config says which was used."""
-    from qtsearch.encode.mean import MeanEncoder
+    from qtsearch.encoders.mean import MeanEncoder
 
     figures = {}
     for unit in (True, False):

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from qtsearch.build.pipeline import IndexConfig, build_index
-from qtsearch.encode.encoder import EXTERNAL_ENCODERS, load_encoder
-from qtsearch.errors import ModelError
-from qtsearch.query.search import Index
+from qtsearch.core.errors import ModelError
+from qtsearch.encoders.registry import EXTERNAL_ENCODERS, load_encoder
+from qtsearch.indexing.pipeline import IndexConfig, build_index
+from qtsearch.search.engine import Index
 
 SENTENCES = ["The food was delicious.", "The meal was very tasty.",
              "My car broke down on the highway."]

@@ -191,7 +191,7 @@ class socket_port:
 
 
 def test_info_on_a_model_whose_metrics_are_not_utf8(tiny_model, tmp_path):
-    from qtsearch.cli import main
+    from qtsearch.app.cli import main
 
     model = Path(shutil.copytree(tiny_model, tmp_path / "model"))
     with open(model / "metrics.jsonl", "ab") as fh:
@@ -214,7 +214,7 @@ def test_sigterm_ends_a_build_as_ctrl_c_does(shared_data, tiny_model, tmp_path):
     out = tmp_path / "idx"
     argv = ["build-index", str(corpus), "--model", str(tiny_model), "--out", str(out),
             "--index", "flat", "--shard-size", "100", "--device", "cpu", "-q"]
-    r = subprocess.run([sys.executable, "-c", KILLER, "qtsearch.build.shards:write_npy",
+    r = subprocess.run([sys.executable, "-c", KILLER, "qtsearch.indexing.shards:write_npy",
                         "after", "3", "", *argv], capture_output=True, text=True,
                        env={**ENV, "QT_TEST_SIGNAL": "SIGTERM"}, timeout=600)
     assert r.returncode == 130, r.stderr[-2000:]
@@ -231,7 +231,7 @@ def test_sigterm_ends_a_build_as_ctrl_c_does(shared_data, tiny_model, tmp_path):
 
 def test_sqlite_failures_are_recognised_by_sqlite_words_only(tmp_path):
     """A query's own SQLite error (an FTS5 syntax error) is not taken for damage."""
-    from qtsearch.errors import DamagedIndex, OutputError
+    from qtsearch.core.errors import DamagedIndex, OutputError
     from qtsearch.index.failures import sqlite_failure
 
     db = tmp_path / "x.sqlite"

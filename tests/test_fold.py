@@ -12,14 +12,14 @@ import pytest
 from query_fixtures import corpus_file
 
 from qtsearch import load_encoder
-from qtsearch.build.append import add_to_index
-from qtsearch.build.pipeline import IndexConfig, build_index
 from qtsearch.index import read_manifest
 from qtsearch.index.faiss_backend import FaissBackend
 from qtsearch.index.fold import FOLD_FILE, Fold, Folder
 from qtsearch.index.recall import exact_neighbours, recall_at_k
 from qtsearch.index.store import MetadataStore
-from qtsearch.query.search import Index
+from qtsearch.indexing.append import add_to_index
+from qtsearch.indexing.pipeline import IndexConfig, build_index
+from qtsearch.search.engine import Index
 
 #: Real sentences of the corpus, repeated in a third document (sentences a mean-of-words model
 #: or any model maps to one vector: the same text).
@@ -185,7 +185,7 @@ def test_a_graph_without_a_fold_opens_and_adds_one_node_per_sentence(shared_data
 def test_a_damaged_or_foreign_fold_is_one_clear_error(pair, tmp_path):
     import shutil
 
-    from qtsearch.errors import IndexError_
+    from qtsearch.core.errors import IndexError_
 
     folder = tmp_path / "idx"
     shutil.copytree(pair[0], folder)

@@ -14,12 +14,12 @@ from conftest import wikitext_slice
 from test_crash_safety import _fts_ids as fts_ids
 from test_crash_safety import killed_run, run_cli
 
-from qtsearch.build.append import add_to_index
-from qtsearch.build.derive import build_from_index
-from qtsearch.build.pipeline import IndexConfig, build_index
 from qtsearch.index import read_manifest
 from qtsearch.index.faiss_backend import FaissBackend
 from qtsearch.index.store import MetadataStore
+from qtsearch.indexing.append import add_to_index
+from qtsearch.indexing.derive import build_from_index
+from qtsearch.indexing.pipeline import IndexConfig, build_index
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,14 @@
-"""The query path (qtsearch/inference/fused.py: numpy + a numba loop) against the torch modules."""
+"""The query path (qtsearch/encoders/fast/fused.py: numpy + a numba loop) against the torch
+modules."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from qtsearch.encode.encoder import SMALL_BATCH, load_encoder
-from qtsearch.inference.fused import SmallBatchEncoder
+from qtsearch.encoders.fast.fused import SmallBatchEncoder
+from qtsearch.encoders.neural import SMALL_BATCH
+from qtsearch.encoders.registry import load_encoder
 from qtsearch.text.reader import read_sentences
 
 EMMA = "gutenberg/0003-austen-jane--emma.txt.gz"
@@ -53,7 +55,7 @@ def test_encoder_uses_it_for_small_fp32_batches_only(shared_data, mc_model):
 def test_word_projections_are_computed_once_and_warm_up_fills_them(shared_data, mc_model):
     """Rows computed on first use equal the whole table computed at warm-up; the threaded
     split of the GRUs gives the same vectors as one thread running them all."""
-    from qtsearch.inference import fused
+    from qtsearch.encoders.fast import fused
 
     encoder = load_encoder(mc_model, device="cpu", precision="fp32")
     ids = [encoder.token_ids(t) for t in _sentences(shared_data, 5)]
@@ -85,7 +87,7 @@ def test_word_projections_are_computed_once_and_warm_up_fills_them(shared_data, 
 def test_length_groups_only_where_they_save_padding():
     """A length-sorted batch is read in one call, a mixed one in groups; same states either
     way (padding never leaks), in input order."""
-    from qtsearch.models.encoders import read_in_length_groups
+    from qtsearch.encoders.nn.quick_thoughts import read_in_length_groups
 
     calls: list[int] = []
 
@@ -129,7 +131,7 @@ def test_a_forked_child_encodes_queries_too(shared_data, mc_model):
 def test_overlapping_queries_restore_the_blas_threads():
     """Two queries' one-thread BLAS limits overlapping in time (A in, B in, A out, B out, as a
     server's threads do) leave BLAS as it was, and hold it at one thread until both are out."""
-    from qtsearch.inference.fused import _ONE_BLAS_THREAD
+    from qtsearch.encoders.fast.fused import _ONE_BLAS_THREAD
 
     controller = _ONE_BLAS_THREAD.controller
 

@@ -15,7 +15,7 @@ from qtsearch.index import open_faiss_index
 from qtsearch.index.faiss_backend import FaissBuilder, flat_vectors
 from qtsearch.index.gpu import FlatSearch, GpuFlatBackend, assign_numpy, spherical_kmeans
 from qtsearch.index.recall import recall_at_k
-from qtsearch.query.search import Index
+from qtsearch.search.engine import Index
 
 CPU = torch.device("cpu")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -32,7 +32,7 @@ def vectors(flat) -> np.ndarray:
 def encoded(flat, tiny_model) -> np.ndarray:
     """The same sentences' vectors as the encoder gives them (the index holds them whitened,
     which removes the clusters an IVF relies on: README, "Fitted vectors")."""
-    from qtsearch.encode.encoder import load_encoder
+    from qtsearch.encoders.registry import load_encoder
     from qtsearch.index.store import MetadataStore
 
     with MetadataStore.open(flat / "meta.sqlite") as store:
@@ -120,7 +120,7 @@ def test_index_open_on_cuda_searches_on_the_gpu(flat):
 
 def test_one_ahead_keeps_order_and_results():
     """The shard prefetch used beside a GPU yields what the plain loop yields, in order."""
-    from qtsearch.build.shards import one_ahead as _one_ahead
+    from qtsearch.indexing.shards import one_ahead as _one_ahead
 
     items = [3, 1, 2, 5]
     assert list(_one_ahead(lambda i: i * i, items, True)) == [9, 1, 4, 25]

@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qtsearch.errors import IndexError_, InputError, UsageError
+from qtsearch.core.errors import IndexError_, InputError, UsageError
 from qtsearch.index import backend as backend_module
 from qtsearch.index.store import MetadataStore
-from qtsearch.query.fusion import convex, rrf
-from qtsearch.query.lexical import LexicalSearch, Stems, query_words
-from qtsearch.query.search import MODES, Index
+from qtsearch.search.engine import MODES, Index
+from qtsearch.search.fusion import convex, rrf
+from qtsearch.search.lexical import LexicalSearch, Stems, query_words
 
 #: Text that is FTS5 query syntax, quoting or punctuation: never an error, never a crash.
 HOSTILE = ['"', '""', "'", "AND", "OR NOT", "NEAR(a b)", "text:Emma", "Emma*", "^Emma", "-",
@@ -307,7 +307,7 @@ def test_an_index_of_the_old_format_still_opens(shared_data, tiny_model, tmp_pat
     It opens (one warning), searches semantically, and its answers are the exact ones."""
     from query_fixtures import corpus_file
 
-    from qtsearch.build.pipeline import IndexConfig, build_index
+    from qtsearch.indexing.pipeline import IndexConfig, build_index
 
     out = tmp_path / "old"
     build_index(IndexConfig(corpus=[str(corpus_file(shared_data, tmp_path))],

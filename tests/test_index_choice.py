@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from conftest import wikitext_slice
 
-from qtsearch.build.pipeline import IndexConfig, build_index
 from qtsearch.index import open_faiss_index, read_manifest
 from qtsearch.index.choose import (
     FLAT_MAX,
@@ -21,6 +20,7 @@ from qtsearch.index.choose import (
 )
 from qtsearch.index.faiss_backend import FaissBackend
 from qtsearch.index.recall import TIE_EXTRA, Truth, recall_at_k
+from qtsearch.indexing.pipeline import IndexConfig, build_index
 
 #: ~3,700 sentences of WikiText-2 validation articles.
 CORPUS_BYTES = 500_000
@@ -108,7 +108,7 @@ def test_flat_is_exact(flat):
 def test_build_summary_shows_each_stage_share():
     from rich.console import Console
 
-    from qtsearch.commands.index import summary_table
+    from qtsearch.app.commands.index import summary_table
 
     manifest = {"count": 1_000_000, "index_type": "ivf", "dim": 256, "index_key": "IVF1024,SQ8",
                 "stages": {"read": 6.0, "embed": 18.0, "index": 20.0, "metadata": 10.0},

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from qtsearch.cli import main
+from qtsearch.app.cli import main
 from qtsearch.index import open_faiss_index
 
 CLI = Path(__file__).resolve().parents[1] / "cli.py"
@@ -200,7 +200,7 @@ def test_kill_then_rerun_gives_identical_index(built, corpus, tiny_model, tmp_pa
 def test_ctrl_c_in_any_command_ends_with_one_line(built, capsys, monkeypatch):
     """Typer turns a KeyboardInterrupt into a silent exit 130; the CLI still says why it
     stopped (commands with more to say, like build-index, say it themselves)."""
-    from qtsearch.commands import index as index_commands
+    from qtsearch.app.commands import index as index_commands
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

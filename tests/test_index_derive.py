@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from conftest import wikitext_slice
 
-from qtsearch.build.derive import build_from_index
-from qtsearch.build.pipeline import IndexConfig, build_index
-from qtsearch.errors import OutputError, UsageError
+from qtsearch.core.errors import OutputError, UsageError
 from qtsearch.index import open_faiss_index, read_manifest
-from qtsearch.query.search import Index
+from qtsearch.indexing.derive import build_from_index
+from qtsearch.indexing.pipeline import IndexConfig, build_index
+from qtsearch.search.engine import Index
 
 #: ~1,500 sentences of WikiText-2 validation articles.
 CORPUS_BYTES = 200_000

@@ -10,15 +10,15 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import wikitext_slice
 
-from qtsearch.build.append import add_to_index
-from qtsearch.build.pipeline import IndexConfig, build_index, default_out
-from qtsearch.encode.encoder import load_encoder
-from qtsearch.errors import InputError, ModelError, OutputError
+from qtsearch.core.errors import InputError, ModelError, OutputError
+from qtsearch.encoders.registry import load_encoder
 from qtsearch.index import apply_search_params, gpu_available, open_faiss_index, read_manifest
 from qtsearch.index.choose import FLAT_MAX, SQ8_MAX, choose_index, ivf_lists
 from qtsearch.index.faiss_backend import FaissBackend
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
+from qtsearch.indexing.append import add_to_index
+from qtsearch.indexing.pipeline import IndexConfig, build_index, default_out
 
 #: ~3,700 sentences of WikiText-2 validation articles, split from running text.
 CORPUS_BYTES = 500_000
@@ -254,7 +254,7 @@ def test_gpu_build_matches_cpu(flat_index, corpus, tiny_model, tmp_path):
 
 def test_interrupted_rename_resumes_without_rework(corpus, tiny_model, tmp_path, monkeypatch):
     """A stop after the index is complete but before the rename: the rerun only renames."""
-    import qtsearch.build.pipeline as indexer
+    import qtsearch.indexing.pipeline as indexer
 
     cfg = IndexConfig(corpus=[str(corpus)], model=str(tiny_model), out=str(tmp_path / "a"),
                       split_sentences=True, index="flat", shard_size=2000)

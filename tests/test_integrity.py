@@ -49,7 +49,7 @@ def test_manifest_records_every_file(flat):
 
 
 def test_check_says_ok_on_a_whole_index(copy):
-    from qtsearch.cli import main
+    from qtsearch.app.cli import main
 
     with pytest.raises(SystemExit) as e:
         main(["check", str(copy)])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from qtsearch.paths import PACKAGE
+from qtsearch.core.paths import PACKAGE
 
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 

@@ -17,8 +17,8 @@ import pytest
 from safetensors.numpy import load_file
 
 from qtsearch import load_encoder
-from qtsearch.config import config_from_dict
-from qtsearch.errors import UsageError
+from qtsearch.core.config import config_from_dict
+from qtsearch.core.errors import UsageError
 from qtsearch.training.loop import task_schedule
 from qtsearch.training.multitask import MultitaskConfig
 from qtsearch.training.nli import NLITrainConfig, train_nli

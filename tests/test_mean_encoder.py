@@ -14,10 +14,9 @@ import pytest
 import torch
 
 from qtsearch import load_encoder
-from qtsearch.encode.mean import TABLE, read_tensors
-from qtsearch.models.files import read_metrics
-from qtsearch.text.nli import NLIPair, read_nli
-from qtsearch.text.pairs import drop_overlap, eval_sentences, normalise
+from qtsearch.encoders.files import TABLE, read_metrics, read_tensors
+from qtsearch.text.datasets.nli import NLIPair, read_nli
+from qtsearch.text.datasets.pairs import drop_overlap, eval_sentences, normalise
 from qtsearch.training.multitask import MultitaskConfig, train_multitask
 
 pytest.importorskip("model2vec", reason="needs the [encoders] extra (CI installs it)")
@@ -32,7 +31,7 @@ def test_word_vectors_average_to_model2vecs_own_sentence_vector() -> None:
     (unnormalised) sentence vector: the table starts where model2vec is."""
     from model2vec import StaticModel
 
-    from qtsearch.encode.static import distilled_folder, word_vectors
+    from qtsearch.encoders.static import distilled_folder, word_vectors
 
     words = ["the", "cat", "sat", "on", "the", "mat"]
     rows, coverage = word_vectors([*words, "qzxvbnmwrt" * 3])
@@ -119,9 +118,9 @@ def test_a_models_search_settings_choose_the_fit_and_the_bm25_weight(
         mean_model: Path, tmp_path: Path) -> None:
     """config.json "search" (written by train/ship_model.py) drives `--fit auto` and hybrid
     search's BM25 weight; a model without it gets the engine's defaults."""
-    from qtsearch.build.pipeline import IndexConfig, build_index
-    from qtsearch.query.fusion import LEXICAL_WEIGHT
-    from qtsearch.query.search import Index
+    from qtsearch.indexing.pipeline import IndexConfig, build_index
+    from qtsearch.search.engine import Index
+    from qtsearch.search.fusion import LEXICAL_WEIGHT
 
     tuned = tmp_path / "tuned"
     shutil.copytree(mean_model, tuned, ignore=shutil.ignore_patterns("checkpoint", "cache"))

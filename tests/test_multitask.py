@@ -13,7 +13,7 @@ import torch
 from safetensors.numpy import load_file
 
 from qtsearch import load_encoder
-from qtsearch.models.files import read_metrics
+from qtsearch.encoders.files import read_metrics
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.loop import task_schedule
 from qtsearch.training.multitask import MultitaskConfig, train_multitask

@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from qtsearch import load_encoder
-from qtsearch.models.folder import load_model
-from qtsearch.models.mean import in_scope as torch_in_scope
+from qtsearch.encoders.nn.folder import load_model
+from qtsearch.encoders.nn.mean_words import in_scope as torch_in_scope
+from qtsearch.text.datasets.pairs import Pair, normalise, read_pairs_file
 from qtsearch.text.negation import CUE, END, PLAIN, in_scope, negate, with_negations, word_roles
-from qtsearch.text.pairs import Pair, normalise, read_pairs_file
 from qtsearch.text.tokenizer import tokenize
 from qtsearch.training.pairs import PairsTrainConfig, train_pairs
 

@@ -14,13 +14,13 @@ import torch
 from safetensors.numpy import load_file
 
 from qtsearch import load_encoder
-from qtsearch.errors import InputError, ModelError, UsageError
-from qtsearch.models.encoders import EncoderConfig
-from qtsearch.models.files import read_metrics
-from qtsearch.models.infersent import InferSent, NLIClassifier, pair_features
-from qtsearch.text.nli import LABELS, label_counts, read_nli
+from qtsearch.core.errors import InputError, ModelError, UsageError
+from qtsearch.encoders.files import read_metrics
+from qtsearch.encoders.nn.infersent import InferSent, NLIClassifier, pair_features
+from qtsearch.encoders.nn.quick_thoughts import EncoderConfig
+from qtsearch.text.datasets.nli import LABELS, label_counts, read_nli
 from qtsearch.training.nli import NLITrainConfig, train_nli
-from qtsearch.training.tasks.nli import NLITask, split_by_premise
+from qtsearch.training.objectives.nli import NLITask, split_by_premise
 
 REPO = Path(__file__).resolve().parents[1]
 SNLI = "nli/ketm/data/snli/test.txt"
@@ -220,7 +220,7 @@ def test_resume_continues_exactly(shared_data: Path, tmp_path: Path) -> None:
 def test_random_baseline_of_an_nli_model(nli_model: Path, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """`random:DIR` works for InferSent folders: same architecture and GloVe table, untrained."""
-    from qtsearch.encode.baselines import random_like
+    from qtsearch.encoders.registry import random_like
 
     monkeypatch.setenv("QTSEARCH_CACHE", str(tmp_path))
     trained = load_encoder(nli_model, device="cpu")

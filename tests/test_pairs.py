@@ -16,10 +16,10 @@ import torch
 from safetensors.numpy import load_file
 
 from qtsearch import load_encoder
-from qtsearch.errors import InputError
-from qtsearch.models.files import read_metrics
-from qtsearch.models.objective import pairs_loss
-from qtsearch.text.pairs import (
+from qtsearch.core.errors import InputError
+from qtsearch.encoders.files import read_metrics
+from qtsearch.encoders.nn.objective import pairs_loss
+from qtsearch.text.datasets.pairs import (
     Pair,
     drop_overlap,
     eval_sentences,
@@ -110,7 +110,7 @@ def test_nli_csv_reader_and_nli_pairs_on_the_real_files(shared_data: Path) -> No
     assert len(rte) == 387
     assert rte[0] == ("A dog looking at the camera in snow.",
                       "A dog looking at the camera in red snow.", "not_entailment")
-    # the other NLI layouts go through qtsearch.text.nli
+    # the other NLI layouts go through qtsearch.text.datasets.nli
     assert len(read_pairs_file(shared_data / "nli/ketm/data/snli/test.txt")) == 3368
 
 

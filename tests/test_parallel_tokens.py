@@ -1,4 +1,4 @@
-"""Tokenising in worker processes (qtsearch.build.tokens) gives exactly the serial path's ids,
+"""Tokenising in worker processes (qtsearch.indexing.tokens) gives exactly the serial path's ids,
 and a build that uses it exactly the serial build's rows and vectors."""
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qtsearch.build import tokens
-from qtsearch.build.pipeline import IndexConfig, build_index
-from qtsearch.encode.encoder import DEFAULT_MODEL, load_encoder
+from qtsearch.encoders.base import DEFAULT_MODEL
+from qtsearch.encoders.files import PIECES
+from qtsearch.encoders.registry import load_encoder
 from qtsearch.index import INDEX_FILE, META_FILE, open_faiss_index
-from qtsearch.models.files import PIECES
+from qtsearch.indexing import tokens
+from qtsearch.indexing.pipeline import IndexConfig, build_index
 from qtsearch.text.reader import read_sentences
 
 EMMA = "gutenberg/0003-austen-jane--emma.txt.gz"

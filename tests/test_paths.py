@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import small_yelp_data
 
-from qtsearch.encode.encoder import DEFAULT_MODEL
-from qtsearch.errors import InputError
+from qtsearch.core.errors import InputError
+from qtsearch.core.paths import CHECKOUT_DATA, DATA_ENV, PACKAGE, data_root
+from qtsearch.encoders.base import DEFAULT_MODEL
 from qtsearch.evaluation.analogy.build import DEFAULT_TUPLES
-from qtsearch.paths import CHECKOUT_DATA, DATA_ENV, PACKAGE, data_root
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,7 +44,7 @@ def test_package_data_covers_every_shipped_file() -> None:
     globs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
         "package-data"]["qtsearch"]
     shipped = [DEFAULT_TUPLES, DEFAULT_TUPLES.with_name("yelp_tuples.config.json"),
-               *DEFAULT_MODEL.iterdir(), PACKAGE / "demo" / "wikitext2.txt.gz"]
+               *DEFAULT_MODEL.iterdir(), PACKAGE / "app" / "demo" / "wikitext2.txt.gz"]
     for path in shipped:
         relative = path.resolve().relative_to(PACKAGE).as_posix()
         assert any(fnmatch.fnmatch(relative, g) for g in globs), relative
@@ -57,7 +57,7 @@ PARENTS = re.compile(r"Path\(__file__\)\.resolve\(\)\.parents\[(\d+)\]|Path\(__f
 
 
 def test_no_module_climbs_out_of_the_package() -> None:
-    """Only qtsearch/paths.py may name a folder outside the package (the checkout's data)."""
+    """Only qtsearch/core/paths.py may name a folder outside the package (the checkout's data)."""
     for source in PACKAGE.rglob("*.py"):
         if source == PACKAGE / "paths.py":
             continue
@@ -77,7 +77,7 @@ def test_analogy_run_from_any_folder_reads_qtsearch_data(tiny_model, shared_data
            "OMP_NUM_THREADS": "1"}
     work = tmp_path / "elsewhere"
     work.mkdir()
-    r = subprocess.run([sys.executable, "-m", "qtsearch.cli", "bench", "analogy", "run", "-m",
+    r = subprocess.run([sys.executable, "-m", "qtsearch.app.cli", "bench", "analogy", "run", "-m",
                         str(tiny_model), "--baselines", "none", "--device", "cpu", "--json"],
                        cwd=work, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr

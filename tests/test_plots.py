@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from qtsearch.cli import main
-from qtsearch.models.files import read_metrics
+from qtsearch.app.cli import main
+from qtsearch.encoders.files import read_metrics
 from qtsearch.training import metrics
 from qtsearch.training.multitask import MultitaskConfig, train_multitask
 from qtsearch.training.plots import CURVES, MISSING, task_curves
@@ -115,5 +115,5 @@ train(TrainConfig(corpus=[{str(shared_data / BOOK)!r}], out="model", encoder="un
     assert len([x for x in read_metrics(model) if "val_loss" in x]) == 3
     assert not (model / CURVES).exists()
     r = run_without_matplotlib(
-        "from qtsearch.cli import main\nmain(['info', 'model', '--plot'])", tmp_path)
+        "from qtsearch.app.cli import main\nmain(['info', 'model', '--plot'])", tmp_path)
     assert r.returncode == 2 and r.stderr.strip() == f"qtsearch: error: {MISSING}"

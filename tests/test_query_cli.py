@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from qtsearch.cli import main
+from qtsearch.app.cli import main
 
 HIT_KEYS = ["id", "score", "text", "source", "line", "doc", "position", "legs"]
 ANSWER_KEYS = ["query", "hits", "note", "error"]

@@ -16,16 +16,16 @@ import faiss
 import numpy as np
 import pytest
 
-from qtsearch.build import ray_engine
-from qtsearch.build.pipeline import IndexConfig, build_index
-from qtsearch.build.ray_engine import Pool, RayOptions, build_on
-from qtsearch.build.state import BuildState
-from qtsearch.cli import main
-from qtsearch.encode.encoder import load_encoder
-from qtsearch.errors import Interrupted, UsageError
+from qtsearch.app.cli import main
+from qtsearch.core.errors import Interrupted, UsageError
+from qtsearch.encoders.registry import load_encoder
 from qtsearch.index import parts
 from qtsearch.index.faiss_backend import FaissBuilder
-from qtsearch.query.search import Index
+from qtsearch.indexing import ray_engine
+from qtsearch.indexing.pipeline import IndexConfig, build_index
+from qtsearch.indexing.ray_engine import Pool, RayOptions, build_on
+from qtsearch.indexing.state import BuildState
+from qtsearch.search.engine import Index
 from qtsearch.text.reader import read_sentences
 
 SHARDS = ["wikipedia/AA/wiki_00.gz", "wikipedia/AB/wiki_50.gz"]  # 14,422 sentences
@@ -201,7 +201,7 @@ def test_pool_fits_the_cluster():
 
 
 def test_qtsearch_never_imports_ray_unless_asked():
-    code = ("import sys, qtsearch.cli, qtsearch.api, qtsearch.build.ray_engine; "
+    code = ("import sys, qtsearch.app.cli, qtsearch, qtsearch.indexing.ray_engine; "
             "print('ray' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

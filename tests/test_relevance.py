@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qtsearch.errors import IndexError_, UsageError
+from qtsearch.core.errors import IndexError_, UsageError
 from qtsearch.evaluation.files import read_lines, read_tsv
 from qtsearch.evaluation.relevance.engine import (
     RelevanceConfig,
@@ -25,7 +25,7 @@ from qtsearch.evaluation.relevance.runner import (
     run_benchmark,
     run_queries,
 )
-from qtsearch.query.search import MODES, Index
+from qtsearch.search.engine import MODES, Index
 
 
 @pytest.fixture(autouse=True)
@@ -126,7 +126,7 @@ def test_metrics_equal_brute_force_on_a_small_pool(shared_data: Path) -> None:
     """Semantic search through a real flat index scores what exhaustive cosine ranking over
     the index's own vectors gives, the query's row excluded."""
     task, _ = one_task(shared_data, "STSB-dev", limit=120)
-    from qtsearch.encode.encoder import load_encoder
+    from qtsearch.encoders.registry import load_encoder
 
     glove = load_encoder("glove")
     folder, built = task_index(task, "glove", glove.name, glove.fingerprint, progress=False)
@@ -180,7 +180,7 @@ def test_one_task_end_to_end_through_a_real_index(shared_data: Path) -> None:
 
 def test_a_changed_pool_is_caught(shared_data: Path) -> None:
     task, _ = one_task(shared_data, "STSB-dev", limit=40)
-    from qtsearch.encode.encoder import load_encoder
+    from qtsearch.encoders.registry import load_encoder
 
     glove = load_encoder("glove")
     folder, _ = task_index(task, "glove", glove.name, glove.fingerprint, progress=False)
@@ -191,7 +191,7 @@ def test_a_changed_pool_is_caught(shared_data: Path) -> None:
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    from qtsearch.cli import main
+    from qtsearch.app.cli import main
 
     with pytest.raises(SystemExit) as exc:
         main(argv)
@@ -250,7 +250,7 @@ def test_cached_indexes_are_keyed_by_the_encoding_code_too(tmp_path: Path,
         "__pycache__", "default_model", "demo", "static"))
     monkeypatch.setattr(indexes, "PACKAGE", package)
     keys = []
-    for edit in ("encode/mean.py", "text/tokenizer.py", "build/pipeline.py"):
+    for edit in ("encoders/mean.py", "text/tokenizer.py", "indexing/pipeline.py"):
         indexes.build_code_key.cache_clear()
         keys.append(indexes.build_code_key())
         with (package / edit).open("a", encoding="utf-8") as fh:

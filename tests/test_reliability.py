@@ -7,7 +7,7 @@ many and each ends in well under a second of work, but a fresh interpreter costs
 imports (torch, faiss) on this 2-core machine; so each failure row runs in its own process
 forked from one warm interpreter that has imported qtsearch once (see `Forker`): a real
 process with its own exit status, stdin, stdout and stderr, running the same
-`qtsearch.cli.main` as cli.py. What other test files already cover (train's bad options,
+`qtsearch.app.cli.main` as cli.py. What other test files already cover (train's bad options,
 build-index's missing/empty/binary corpus, the query errors) is not repeated here.
 """
 
@@ -29,7 +29,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qtsearch.errors import InputError
+from qtsearch.core.errors import InputError
 from qtsearch.text.reader import MAX_SENTENCE_CHARS, read_sentences
 from qtsearch.text.splitter import split_sentences
 from qtsearch.text.tokenizer import tokenize
@@ -69,7 +69,8 @@ def cli(*argv: str | bytes, stdin: bytes | None = None, cwd: Path | None = None)
 FORK_SERVER = r"""
 import io, json, os, sys, traceback
 # imports paid once
-import qtsearch.cli, qtsearch.build.pipeline, qtsearch.query.search, qtsearch.training.trainer
+import qtsearch.app.cli, qtsearch.indexing.pipeline, qtsearch.search.engine
+import qtsearch.training.trainer
 requests = sys.stdin.buffer
 reply = os.fdopen(os.dup(1), "w")
 while line := requests.readline():
@@ -88,7 +89,7 @@ while line := requests.readline():
             sys.stderr = io.TextIOWrapper(open(2, "wb", closefd=False), **enc)
             os.chdir(req["cwd"])
             try:
-                qtsearch.cli.main(req["argv"])
+                qtsearch.app.cli.main(req["argv"])
                 code = 0
             except SystemExit as e:
                 code = e.code if isinstance(e.code, int) else (e.code is not None)

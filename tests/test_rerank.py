@@ -1,4 +1,4 @@
-"""Re-ranking (qtsearch.query.rerank): all-MiniLM-L6-v2 re-scores the first hits of the real
+"""Re-ranking (qtsearch.search.rerank): all-MiniLM-L6-v2 re-scores the first hits of the real
 Austen test index, checked against MiniLM's cosines computed here, through Python and the CLI."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from qtsearch.cli import main
-from qtsearch.commands.common import RERANK_DEPTH_OPT
-from qtsearch.encode.encoder import load_encoder
-from qtsearch.errors import UsageError
-from qtsearch.query.rerank import RERANK_DEPTH, Reranker
+from qtsearch.app.cli import main
+from qtsearch.app.commands.common import RERANK_DEPTH_OPT
+from qtsearch.core.errors import UsageError
+from qtsearch.encoders.registry import load_encoder
+from qtsearch.search.rerank import RERANK_DEPTH, Reranker
 
 QUERY = "She was very happy to see him again."
 

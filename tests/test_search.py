@@ -15,10 +15,10 @@ import pytest
 from query_fixtures import small_index
 from safetensors.numpy import load_file, save_file
 
-from qtsearch.encode.encoder import load_encoder
-from qtsearch.errors import IndexError_, InputError, ModelError, UsageError
+from qtsearch.core.errors import IndexError_, InputError, ModelError, UsageError
+from qtsearch.encoders.registry import load_encoder
 from qtsearch.index.store import MetadataStore
-from qtsearch.query.search import Hit, Index
+from qtsearch.search.engine import Hit, Index
 
 HIT_KEYS = ["id", "score", "text", "source", "line", "doc", "position", "legs"]
 QUERIES = ["She was very happy to see him again.",
@@ -278,7 +278,7 @@ def test_every_index_type_answers_close_to_exact(index_type, tmp_path_factory, s
 def test_warm_up_reads_a_graph_index_through(tmp_path_factory, shared_data, tiny_model,
                                              monkeypatch):
     """HNSW: warm-up reads the metadata and the mapped index file once (into the page cache)."""
-    import qtsearch.query.search as search
+    import qtsearch.search.engine as search
 
     folder = small_index(tmp_path_factory, shared_data, tiny_model, "hnsw")
     read: list[int] = []

@@ -15,11 +15,11 @@ import torch
 from safetensors.numpy import load_file
 
 from qtsearch import load_encoder
-from qtsearch.errors import UsageError
-from qtsearch.models.encoders import EncoderConfig, TransformerEncoder
-from qtsearch.models.fastsent import TOP_K, fastsent_loss
-from qtsearch.models.files import read_metrics
-from qtsearch.models.sdae import SDAE, add_noise
+from qtsearch.core.errors import UsageError
+from qtsearch.encoders.files import read_metrics
+from qtsearch.encoders.nn.fastsent import TOP_K, fastsent_loss
+from qtsearch.encoders.nn.quick_thoughts import EncoderConfig, TransformerEncoder
+from qtsearch.encoders.nn.sdae import SDAE, add_noise
 from qtsearch.training.loop import lr_factor
 from qtsearch.training.trainer import TrainConfig, train
 

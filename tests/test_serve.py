@@ -11,8 +11,8 @@ import httpx
 import pytest
 from serve_fixtures import serving
 
-from qtsearch.cli import main
-from qtsearch.serve.app import STATIC
+from qtsearch.app.cli import main
+from qtsearch.app.serve.app import STATIC
 
 Q1 = "She was very happy to see him again."
 Q2 = "Mr. Knightley said nothing."

@@ -86,7 +86,7 @@ def test_add_appends_as_qtsearch_add_does(copy, tmp_path, shared_data):
                                         "where": "source=bartleby.txt"}).json()[0]["hits"]
         assert hits and all(h["id"] >= before and "bartleby" in h["text"].lower() for h in hits)
     # the folder on disk is a whole index that the CLI opens as any other
-    from qtsearch.query.search import Index
+    from qtsearch.search.engine import Index
 
     with Index.open(copy, device="cpu") as idx:
         assert idx.count == before + len(lines) and idx.get([before])[0].text == lines[0]
@@ -177,7 +177,7 @@ def test_queries_leave_other_threads_faiss_thread_count(tmp_path_factory, shared
     import faiss
     from query_fixtures import small_index
 
-    from qtsearch.query.search import Index
+    from qtsearch.search.engine import Index
 
     with Index.open(small_index(tmp_path_factory, shared_data, tiny_model, "hnsw"),
                     device="cpu") as idx:
@@ -202,7 +202,7 @@ def _free_port() -> int:
 
 def _start(*args: str) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "qtsearch.cli", "serve", *args,
+    proc = subprocess.Popen([sys.executable, "-m", "qtsearch.app.cli", "serve", *args,
                              "--port", str(port)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
@@ -236,13 +236,13 @@ def test_the_command_serves_and_stops_on_ctrl_c(flat):
 
 @pytest.mark.slow
 def test_the_command_errors_in_one_line(tmp_path, flat):
-    run = subprocess.run([sys.executable, "-m", "qtsearch.cli", "serve", str(tmp_path)],
+    run = subprocess.run([sys.executable, "-m", "qtsearch.app.cli", "serve", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 5 and run.stderr.count("\n") == 1
     assert run.stderr.startswith("qtsearch: error: ")
     short = tmp_path / "short.txt"
     short.write_text("abc\n")
-    run = subprocess.run([sys.executable, "-m", "qtsearch.cli", "serve", str(flat),
+    run = subprocess.run([sys.executable, "-m", "qtsearch.app.cli", "serve", str(flat),
                           "--token-file", str(short)], capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 2 and "at least 16 characters" in run.stderr
@@ -250,11 +250,11 @@ def test_the_command_errors_in_one_line(tmp_path, flat):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = str(taken.getsockname()[1])
-        run = subprocess.run([sys.executable, "-m", "qtsearch.cli", "serve", str(flat),
+        run = subprocess.run([sys.executable, "-m", "qtsearch.app.cli", "serve", str(flat),
                               "--port", port], capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and run.stderr == (
         f"qtsearch: error: cannot listen on 127.0.0.1 port {port}: Address already in use\n")
-    code = ("import sys; sys.modules['fastapi'] = None; from qtsearch.cli import main; "
+    code = ("import sys; sys.modules['fastapi'] = None; from qtsearch.app.cli import main; "
             f"main(['serve', {str(flat)!r}])")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)

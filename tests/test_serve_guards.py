@@ -1,4 +1,4 @@
-"""What a hostile or careless client cannot do to `qtsearch serve` (qtsearch.serve.guards and
+"""What a hostile or careless client cannot do to `qtsearch serve` (qtsearch.app.serve.guards and
 limits): amplifying requests are refused with 413 and the limit, the token is checked before a
 body is read, requests beyond the concurrency bound get 503 + Retry-After, slow or idle
 connections are closed, foreign Host names are refused, HEAD works wherever GET does.

@@ -17,11 +17,11 @@ import pytest
 #: Libraries `qtsearch --help` (and the import of the CLI) must not load.
 HEAVY = ("torch", "faiss", "sqlalchemy", "pyarrow", "numba", "numpy")
 
-#: Runs qtsearch.cli.main on each argv of argv[1] (JSON) in this process, then prints which of
+#: Runs qtsearch.app.cli.main on each argv of argv[1] (JSON) in this process, then prints which of
 #: HEAVY were imported.
 PROBE = """
 import json, sys
-from qtsearch.cli import main
+from qtsearch.app.cli import main
 for argv in json.loads(sys.argv[1]):
     try:
         main(argv)
@@ -41,7 +41,7 @@ def heavy_imports(argvs: list[list[str]]) -> list[str]:
 
 
 def test_importing_the_cli_loads_none_of_the_heavy_libraries() -> None:
-    code = (f"import sys, qtsearch, qtsearch.cli; loaded = [m for m in {HEAVY!r} "
+    code = (f"import sys, qtsearch, qtsearch.app.cli; loaded = [m for m in {HEAVY!r} "
             "if m in sys.modules]; assert loaded == [], loaded")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
@@ -49,7 +49,7 @@ def test_importing_the_cli_loads_none_of_the_heavy_libraries() -> None:
 def test_help_of_every_command_loads_none_of_the_heavy_libraries() -> None:
     from typer.main import get_command
 
-    from qtsearch.cli import app
+    from qtsearch.app.cli import app
 
     group = get_command(app)
     names = sorted(group.commands)  # type: ignore[attr-defined]
@@ -67,7 +67,7 @@ def test_the_fit_default_of_build_index_is_the_library_default() -> None:
     """commands/index.py writes "auto" out so as not to import numpy for it."""
     from typer.main import get_command
 
-    from qtsearch.cli import app
+    from qtsearch.app.cli import app
     from qtsearch.index.transform import DEFAULT_FIT
 
     build = get_command(app).commands["build-index"]  # type: ignore[attr-defined]
@@ -91,7 +91,7 @@ def emma_index(tmp_path_factory: pytest.TempPathFactory, emma_lines: Path) -> Pa
 
 
 def test_a_one_shot_search_with_the_mean_model_never_imports_torch(emma_index: Path) -> None:
-    """The shipped model is encoded in numpy on the CPU (qtsearch.encode.mean): torch (~2.4 s)
+    """The shipped model is encoded in numpy on the CPU (qtsearch.encoders.mean): torch (~2.4 s)
     and the compiled GRU paths (numba, ~0.5 s) stay out of a one-shot search."""
     argv = ["search", str(emma_index), "She was very happy to see her old friend again.",
             "--json"]
@@ -104,10 +104,12 @@ def test_numpy_vectors_of_the_mean_model_are_torchs(emma_lines: Path, tmp_path: 
     """Same vectors within 1e-6 and the same fingerprint: an index built with either encoder
     opens with the other. (The shipped model without its pieces table: with one, words
     outside the table are composed in numpy alone, and torch's Encoder refuses the folder.)"""
-    from qtsearch.encode.encoder import DEFAULT_MODEL, Encoder, load_encoder
-    from qtsearch.encode.mean import SPARSE_FROM, MeanEncoder
-    from qtsearch.errors import ModelError
-    from qtsearch.models.files import PIECES
+    from qtsearch.core.errors import ModelError
+    from qtsearch.encoders.base import DEFAULT_MODEL
+    from qtsearch.encoders.files import PIECES
+    from qtsearch.encoders.mean import SPARSE_FROM, MeanEncoder
+    from qtsearch.encoders.neural import Encoder
+    from qtsearch.encoders.registry import load_encoder
 
     with pytest.raises(ModelError, match="pieces table"):
         Encoder(None, device="cpu")

@@ -1,4 +1,4 @@
-"""The CPU batch path (qtsearch/inference/stepped.py) against the model's own nn.GRU modules."""
+"""The CPU batch path (qtsearch/encoders/fast/stepped.py) against the model's own nn.GRU modules."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from qtsearch.encode.encoder import load_encoder
-from qtsearch.inference import stepped
-from qtsearch.inference.stepped import SteppedEncoder
-from qtsearch.models.encoders import EncoderConfig, QuickThoughts
+from qtsearch.encoders.fast import stepped
+from qtsearch.encoders.fast.stepped import SteppedEncoder
+from qtsearch.encoders.nn.quick_thoughts import EncoderConfig, QuickThoughts
+from qtsearch.encoders.registry import load_encoder
 from qtsearch.text.reader import read_sentences
 
 EMMA = "gutenberg/0003-austen-jane--emma.txt.gz"

@@ -7,7 +7,7 @@ import sqlite3
 import pyarrow.parquet as pq
 import pytest
 
-from qtsearch.errors import IndexError_, OutputError
+from qtsearch.core.errors import IndexError_, OutputError
 from qtsearch.index.store import MetadataStore
 
 ROWS = [

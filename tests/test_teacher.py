@@ -14,10 +14,10 @@ import pytest
 import torch
 from safetensors.numpy import load_file
 
-from qtsearch.encode.baselines import MiniLM
-from qtsearch.models.files import read_metrics
+from qtsearch.encoders.baselines import MiniLM
+from qtsearch.encoders.files import read_metrics
 from qtsearch.training.multitask import MultitaskConfig, train_multitask
-from qtsearch.training.tasks.teacher import teacher_loss
+from qtsearch.training.objectives.teacher import teacher_loss
 from qtsearch.training.teacher_cache import TeacherCache, cached_selection, select_sentences
 
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"

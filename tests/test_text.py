@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qtsearch.errors import InputError, ModelError
+from qtsearch.core.errors import InputError, ModelError
 from qtsearch.text.reader import MAX_SENTENCE_CHARS, read_sentences
 from qtsearch.text.splitter import split_sentences
 from qtsearch.text.token_corpus import TokenCorpus

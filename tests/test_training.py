@@ -15,8 +15,8 @@ import pytest
 from safetensors.numpy import load_file
 
 from qtsearch import load_encoder
-from qtsearch.errors import InputError, UsageError
-from qtsearch.models.files import latest_validation, read_metrics
+from qtsearch.core.errors import InputError, UsageError
+from qtsearch.encoders.files import latest_validation, read_metrics
 from qtsearch.training.trainer import TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[1]
@@ -211,7 +211,7 @@ def test_help_shows_the_defaults_that_depend_on_the_encoder() -> None:
     """`--hidden`, `--warmup-steps` and `--lr-schedule` default by encoder: the help says how."""
     from typer.testing import CliRunner
 
-    from qtsearch.cli import app
+    from qtsearch.app.cli import app
 
     r = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0

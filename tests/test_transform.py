@@ -11,11 +11,8 @@ import numpy as np
 import pytest
 from conftest import wikitext_slice
 
-from qtsearch.build.append import add_to_index
-from qtsearch.build.derive import build_from_index
-from qtsearch.build.pipeline import IndexConfig, build_index
-from qtsearch.encode.encoder import load_encoder
-from qtsearch.errors import IndexError_, Interrupted, UsageError
+from qtsearch.core.errors import IndexError_, Interrupted, UsageError
+from qtsearch.encoders.registry import load_encoder
 from qtsearch.index import open_faiss_index, read_manifest
 from qtsearch.index.choose import SQ8_MAX
 from qtsearch.index.store import MetadataStore
@@ -28,7 +25,10 @@ from qtsearch.index.transform import (
     canonical_fit,
     parse_fit,
 )
-from qtsearch.query.search import Index
+from qtsearch.indexing.append import add_to_index
+from qtsearch.indexing.derive import build_from_index
+from qtsearch.indexing.pipeline import IndexConfig, build_index
+from qtsearch.search.engine import Index
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +164,7 @@ def test_changing_fit_on_a_rerun_keeps_the_embedded_shards(corpus, tiny_model, t
                                                            monkeypatch):
     """Interrupted in the index stage, then rerun with another --fit: only the fit and the
     index are redone, and the result is the one a fresh build with that --fit makes."""
-    from qtsearch.build.index_stage import IndexStage
+    from qtsearch.indexing.index_stage import IndexStage
 
     def stop(*args, **kwargs):
         raise KeyboardInterrupt

@@ -13,13 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 from rich.console import Console
 
-from qtsearch.build.append import add_to_index
-from qtsearch.build.pipeline import IndexConfig, build_index
-from qtsearch.cli import main
-from qtsearch.errors import UsageError
+from qtsearch.app.cli import main
+from qtsearch.app.shell import hits_table
+from qtsearch.core.errors import UsageError
 from qtsearch.index.store import MetadataStore
-from qtsearch.query.search import Index
-from qtsearch.ui.shell import hits_table
+from qtsearch.indexing.append import add_to_index
+from qtsearch.indexing.pipeline import IndexConfig, build_index
+from qtsearch.search.engine import Index
 
 SHARDS = ["wikipedia/AA/wiki_00.gz", "wikipedia/AB/wiki_50.gz"]
 ARTICLE = ("title", "url", "doc_id", "section")

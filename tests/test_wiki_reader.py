@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from qtsearch.errors import InputError, UsageError
+from qtsearch.core.errors import InputError, UsageError
 from qtsearch.text.reader import Sentence, is_wikiextractor, read_sentences
 from qtsearch.text.splitter import split_sentences, split_text
 from qtsearch.text.token_corpus import TokenCorpus

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from qtsearch.errors import BusyError
+from qtsearch.core.errors import BusyError
 from qtsearch.index import open_faiss_index
 from qtsearch.index.lock import KILL_ENV, lock_path, restore, swap_in, writer_lock
 
@@ -161,7 +161,7 @@ def test_a_waiting_writer_goes_on_when_the_holder_ends(tmp_path):
 
 
 def test_readers_never_take_the_lock(flat, tmp_path):
-    from qtsearch.query.search import Index
+    from qtsearch.search.engine import Index
 
     copy = Path(shutil.copytree(flat, tmp_path / "index"))
     holder = hold(copy)
@@ -330,7 +330,7 @@ def test_http_add_while_another_writer_holds_the_lock_is_503(copy, tmp_path, mon
     import httpx
     from serve_fixtures import TOKEN, serving, token_file
 
-    from qtsearch.serve import served
+    from qtsearch.app.serve import served
 
     monkeypatch.setattr(served, "ADD_WAIT_SECONDS", 0.3)
     holder = hold(copy)

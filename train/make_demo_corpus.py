@@ -1,4 +1,4 @@
-"""How the bundled demo corpus (qtsearch/demo/wikitext2.txt.gz) was made.
+"""How the bundled demo corpus (qtsearch/app/demo/wikitext2.txt.gz) was made.
 
 Source: ../shared/data/wikitext2/{valid,test}.txt, the WikiText-2 validation and test articles
 (CC BY-SA 3.0, Merity et al. 2016). Each article (a ` = Title = ` heading) becomes a document;

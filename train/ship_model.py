@@ -4,7 +4,8 @@
 
 Only config.json, vocab.json, the weights and the metrics up to the checkpoint are copied (no
 checkpoint, no token cache, no task heads), a mean model's pieces table is fitted to its words
-(qtsearch.encode.pieces: its open vocabulary), and the model card (README.md) is kept for updating;
+(qtsearch.encoders.pieces: its open vocabulary), and the model card (README.md) is kept for
+updating;
 fp16 halves the size and changes vectors far less than training noise. `--fit` and
 `--lexical-weight` record the search settings measured for the model (config.json "search"):
 `build-index --fit auto` then fits what the model wants and hybrid search weighs BM25 as
@@ -20,11 +21,11 @@ from pathlib import Path
 
 import torch
 
-from qtsearch.config import write_json_atomic
-from qtsearch.encode.pieces import write_pieces
+from qtsearch.core.config import write_json_atomic
+from qtsearch.encoders.files import CONFIG, METRICS, VOCAB, WEIGHTS, read_config, read_metrics
+from qtsearch.encoders.nn.folder import load_model, save_weights
+from qtsearch.encoders.pieces import write_pieces
 from qtsearch.index.transform import canonical_fit
-from qtsearch.models.files import CONFIG, METRICS, VOCAB, WEIGHTS, read_config, read_metrics
-from qtsearch.models.folder import load_model, save_weights
 
 DEST = Path(__file__).resolve().parents[1] / "qtsearch" / "default_model"
 CARD = "README.md"

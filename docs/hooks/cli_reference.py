@@ -16,7 +16,7 @@ _SCRIPT = r"""
 import json, sys
 import typer
 from typer.testing import CliRunner
-from qtsearch.cli import app
+from qtsearch.app.cli import app
 
 root = typer.main.get_command(app)
 runner = CliRunner()

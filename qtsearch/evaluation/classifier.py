@@ -17,7 +17,7 @@ import numpy as np
 from scipy.stats import pearsonr
 from sklearn.model_selection import StratifiedKFold, train_test_split
 
-from qtsearch.errors import UsageError
+from qtsearch.core.errors import UsageError
 from qtsearch.evaluation.solvers import Batch, Probe, fit, standardiser
 
 #: Inverse L2 strengths tried, ascending (features are standardised, so small C matters most).

@@ -27,14 +27,14 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from qtsearch.encode.encoder import l2_normalize
-from qtsearch.errors import UsageError
+from qtsearch.core.errors import UsageError
+from qtsearch.core.paths import data_root
+from qtsearch.encoders.base import l2_normalize
 from qtsearch.evaluation.registry import Registry
 from qtsearch.evaluation.store import VectorStore
-from qtsearch.paths import data_root
 
 if TYPE_CHECKING:
-    from qtsearch.encode.baselines import SentenceEncoder
+    from qtsearch.encoders.base import SentenceEncoder
 
 #: Group order in tables; a task's `group` is also a name usable in `--tasks`.
 GROUP_ORDER = ("classification", "pairs", "relatedness", "sts", "retrieval")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qtsearch.errors import InputError
+from qtsearch.core.errors import InputError
 
 
 def _decode(raw: bytes) -> str:

@@ -37,7 +37,7 @@ class VectorStore:
 
     @classmethod
     def for_encoder(cls, encoder: Any) -> VectorStore:
-        from qtsearch.encode.baselines import cache_dir
+        from qtsearch.core.paths import cache_dir
 
         return cls(cache_dir("eval", encoder_key(encoder)))
 

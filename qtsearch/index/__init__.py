@@ -9,15 +9,14 @@ outside this package imports faiss. Also re-exported: `read_manifest`, `open_fai
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from qtsearch.index.manifest import (
+from qtsearch.index.manifest import read_manifest, write_manifest
+from qtsearch.index.names import (
     CONFIG_FILE,
     INDEX_FILE,
     INDEX_TYPES,
     MANIFEST,
     META_FILE,
     PARQUET_FILE,
-    read_manifest,
-    write_manifest,
 )
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The seam between the query layer and whatever searches the vectors.
 
-The query layer (qtsearch.query) sees a `VectorBackend`: k-nearest search by inner product,
+The query layer (qtsearch.search) sees a `VectorBackend`: k-nearest search by inner product,
 the stored vectors by id, search parameters, and warm-up hooks. `open_backend` picks one for
 an index file and a device: faiss-cpu (every index type), or for a flat index on a CUDA device
 an exact torch search on the GPU. Nothing outside `qtsearch/index/` imports faiss; a new
@@ -20,7 +20,7 @@ from qtsearch.index.faiss_backend import FaissBackend, flat_vectors
 if TYPE_CHECKING:  # torch: only a search on a GPU imports it (qtsearch.index.gpu)
     import torch
 
-    from qtsearch.device import Cpu
+    from qtsearch.core.device import Cpu
 
 log = logging.getLogger("qtsearch")
 

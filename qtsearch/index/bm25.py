@@ -2,7 +2,7 @@
 
 SQLite's FTS5 bm25() scores every row a query matches at ~1.7 µs a row, so ranking every match
 of an OR of words over a million sentences takes ~50 ms of CPU, and the FTS5 leg
-(qtsearch.query.lexical) keeps only words within a row budget. Here a term's postings are two
+(qtsearch.search.lexical) keeps only words within a row budget. Here a term's postings are two
 contiguous arrays (rows, and the term-frequency part of BM25 precomputed per posting), memory-
 mapped; a query multiplies each of its terms' slices by the term's idf and adds them into a
 dense score array: numpy work proportional to the postings of the query's terms, no budget,
@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import Stemmer
 
-from qtsearch.errors import IndexError_
+from qtsearch.core.errors import IndexError_
 from qtsearch.index.stopwords import STOP_WORDS
 
 FOLDER = "bm25"

@@ -32,8 +32,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from qtsearch.errors import UsageError
-from qtsearch.index.manifest import INDEX_TYPES
+from qtsearch.core.errors import UsageError
+from qtsearch.index.names import INDEX_TYPES
 
 FLAT_MAX = 50_000
 SQ8_MAX = 300_000

@@ -12,7 +12,7 @@ import errno
 import sqlite3
 from pathlib import Path
 
-from qtsearch.errors import DamagedIndex, OutputError, QTSearchError
+from qtsearch.core.errors import DamagedIndex, OutputError, QTSearchError
 
 SQLITE_CORRUPT, SQLITE_FULL, SQLITE_NOTADB = 11, 13, 26  # SQLite's primary result codes
 _FULL = ("database or disk is full", "disk is full")

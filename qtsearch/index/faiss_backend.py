@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import faiss
 import numpy as np
 
-from qtsearch.errors import IndexError_, OutputError, UsageError
+from qtsearch.core.errors import IndexError_, OutputError, UsageError
 from qtsearch.index.fold import FOLD_FILE, Fold, Folder
 
 if TYPE_CHECKING:  # torch: only builds and searches on a GPU import it

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from qtsearch.config import with_umask
-from qtsearch.errors import IndexError_
+from qtsearch.core.config import with_umask
+from qtsearch.core.errors import IndexError_
 
 FOLD_FILE = "fold.safetensors"
 #: Vectors whose components all differ by at most this are one vector. Not 0: the same

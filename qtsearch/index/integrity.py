@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from qtsearch.errors import IndexError_
+from qtsearch.core.errors import IndexError_
 
 #: The manifest key holding {relative path: {"bytes": n, "sha256": hex}}.
 FILES = "files"
@@ -103,7 +103,7 @@ def verify(folder: str | os.PathLike, manifest: dict[str, Any]) -> list[str]:
 def counts(folder: Path) -> dict[str, int | None]:
     """Vectors in the faiss index, rows and full-text rows in SQLite (None: no such table)."""
     from qtsearch.index.faiss_backend import open_faiss_index
-    from qtsearch.index.manifest import INDEX_FILE, META_FILE
+    from qtsearch.index.names import INDEX_FILE, META_FILE
     from qtsearch.index.store import FTS_TABLE, MetadataStore
 
     vectors = int(open_faiss_index(folder / INDEX_FILE, mmap=True).ntotal)

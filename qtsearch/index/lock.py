@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from qtsearch.errors import BusyError, OutputError
+from qtsearch.core.errors import BusyError, OutputError
 
 log = logging.getLogger("qtsearch")
 

@@ -8,18 +8,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from qtsearch import __version__
-from qtsearch.config import write_json_atomic
-from qtsearch.errors import IndexError_
+from qtsearch.core.config import write_json_atomic
+from qtsearch.core.errors import IndexError_
+from qtsearch.core.version import __version__
+from qtsearch.index.names import MANIFEST
 
 FORMAT = "qtsearch-index"
 VERSION = 1
-MANIFEST = "manifest.json"
-INDEX_FILE = "index.faiss"
-META_FILE = "meta.sqlite"
-CONFIG_FILE = "config.json"
-PARQUET_FILE = "meta.parquet"
-INDEX_TYPES = ("flat", "sq8", "ivf", "ivf-pq", "hnsw")
 #: Keys every manifest must have; a reader refuses a manifest missing one.
 REQUIRED = ("format", "version", "count", "dim", "index_type", "index_key", "index_params",
             "metric", "model")

@@ -33,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.pool import StaticPool
 
-from qtsearch.errors import IndexError_, OutputError
+from qtsearch.core.errors import IndexError_, OutputError
 from qtsearch.index.failures import sqlite_failure
 
 #: One row as given to `insert_many`: (id, text, source, line, doc, position, title, url,

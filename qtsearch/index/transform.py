@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from qtsearch.config import with_umask, write_json_atomic
-from qtsearch.errors import IndexError_, UsageError
+from qtsearch.core.config import with_umask, write_json_atomic
+from qtsearch.core.errors import IndexError_, UsageError
 from qtsearch.index.choose import SQ8_MAX
 
 TRANSFORM_FILE = "transform.safetensors"

@@ -8,7 +8,7 @@ it only by the negation. Three rules fit about three in four Multi30k captions; 
 that already holds a negation, or that no rule fits, gets none.
 
 Negation scopes (`word_roles`, `in_scope`) are what the mean encoder's `negation_scope` reads
-(qtsearch.models.mean): the tokens after a cue, up to the next scope end.
+(qtsearch.encoders.nn.mean_words): the tokens after a cue, up to the next scope end.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Set as AbstractSet
 
 import numpy as np
 
-from qtsearch.text.pairs import Pair, normalise
+from qtsearch.text.datasets.pairs import Pair, normalise
 
 #: Tokens that open a negation's scope (as the tokeniser gives them: "isn't" -> "is", "n't";
 #: "cannot" -> "can", "not"), and tokens that close it; a sentence's end closes it too.
@@ -84,7 +84,7 @@ def word_roles(words: Sequence[str]) -> np.ndarray:
 def in_scope(roles: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Whether each token of concatenated sentences (their roles; each sentence starts at an
     index of `starts`) lies in a negation's scope: after a cue of its sentence, before the next
-    scope end. The same as `qtsearch.models.mean.in_scope` over a padded batch."""
+    scope end. The same as `qtsearch.encoders.nn.mean_words.in_scope` over a padded batch."""
     cue = (roles == CUE).astype(np.int64)
     cues = np.cumsum(cue)
     before = cues - cue  # cues before each token

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from qtsearch.errors import InputError, UsageError
+from qtsearch.core.errors import InputError, UsageError
 from qtsearch.text.records import (
     PASSAGE_WORDS,
     RECORD_SUFFIXES,

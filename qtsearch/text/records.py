@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qtsearch.errors import InputError
+from qtsearch.core.errors import InputError
 
 #: File endings read as records (a folder given as input contributes these files too).
 RECORD_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json.gz", ".csv",

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from qtsearch.config import write_json_atomic
-from qtsearch.errors import InputError
+from qtsearch.core.config import write_json_atomic
+from qtsearch.core.errors import InputError
 from qtsearch.text.reader import list_files, read_sentences
 from qtsearch.text.tokenizer import tokenize
 from qtsearch.text.vocab import PAD, UNK, Vocab

@@ -41,7 +41,7 @@ def tokenize(text: str) -> list[str]:
 def token_ids(vocab: Vocab, text: str, max_len: int) -> list[int]:
     """Vocabulary ids of a sentence, a word unknown as written looked up in another casing
     ("hello" as "Hello"): the one lookup of index builds and queries (`Encoder.token_ids`, and
-    the build's tokenising processes, qtsearch.build.tokens)."""
+    the build's tokenising processes, qtsearch.indexing.tokens)."""
     return vocab.encode(tokenize(text), max_len, fold_case=True)
 
 

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from qtsearch.errors import ModelError
+from qtsearch.core.errors import ModelError
 
 PAD, UNK = "<pad>", "<unk>"
 

@@ -46,14 +46,15 @@ import torch
 from rich.console import Console
 from torch import Tensor, nn
 
-from qtsearch.config import write_json_atomic
-from qtsearch.encode.pieces import pieces_path
-from qtsearch.errors import InputError, Interrupted, UsageError
-from qtsearch.models.encoders import EncoderConfig
-from qtsearch.models.files import CONFIG, read_config
-from qtsearch.models.folder import encoder_config, load_weights, save_model
-from qtsearch.models.mean import MeanWords, in_scope
-from qtsearch.models.objective import BatchStats
+from qtsearch.app.training_progress import Display
+from qtsearch.core.config import write_json_atomic
+from qtsearch.core.errors import InputError, Interrupted, UsageError
+from qtsearch.encoders.files import CONFIG, read_config
+from qtsearch.encoders.nn.folder import encoder_config, load_weights, save_model
+from qtsearch.encoders.nn.mean_words import MeanWords, in_scope
+from qtsearch.encoders.nn.objective import BatchStats
+from qtsearch.encoders.nn.quick_thoughts import EncoderConfig
+from qtsearch.encoders.pieces import pieces_path
 from qtsearch.text.negation import CUE, word_roles
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.adapt_corpus import (
@@ -73,9 +74,8 @@ from qtsearch.training.adapt_corpus import (
 )
 from qtsearch.training.checkpoint import save_heads, save_state, writable_folder
 from qtsearch.training.loop import Loop, RunConfig, RunResult, Runtime, Task
-from qtsearch.training.progress import Display
-from qtsearch.training.tasks.pairs import PairsTask
-from qtsearch.training.tasks.teacher import TeacherTask
+from qtsearch.training.objectives.pairs import PairsTask
+from qtsearch.training.objectives.teacher import TeacherTask
 
 #: Validation batches per task (a fixed sample of the held-out documents' pairs).
 VAL_BATCHES = 4
@@ -269,7 +269,7 @@ def adapt_loop(config: AdaptConfig, progress: bool = True, console: Console | No
     docs = read_documents(config.corpus, config.split_sentences)
     corpus = corpus_tokens(docs)
     base_encoder = load_weights(base, cfg)
-    from qtsearch.models.files import read_vocab
+    from qtsearch.encoders.files import read_vocab
 
     base_vocab = read_vocab(base, cfg)
     table = base_encoder.words.weight.detach().numpy()

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import numpy as np
 
-from qtsearch.errors import InputError, ModelError
-from qtsearch.models.files import read_config
-from qtsearch.models.folder import encoder_config
+from qtsearch.app.training_progress import Display
+from qtsearch.core.errors import InputError, ModelError
+from qtsearch.encoders.files import read_config
+from qtsearch.encoders.nn.folder import encoder_config
 from qtsearch.text import records
 from qtsearch.text.reader import list_files, read_sentences
 from qtsearch.text.tokenizer import tokenize
 from qtsearch.text.vocab import Vocab
-from qtsearch.training.progress import Display
-from qtsearch.training.tasks.pairs import PairSet
+from qtsearch.training.objectives.pairs import PairSet
 
 #: Every HELD_OUT-th document is kept out of training and validates every task.
 HELD_OUT = 20
@@ -82,7 +82,8 @@ def corpus_signature(paths: Sequence[str]) -> str:
 
 def base_folder(model: str | None) -> Path:
     """The base model's folder; anything but a mean-of-words model folder is refused."""
-    from qtsearch.encode.encoder import EXTERNAL_ENCODERS, default_model_path
+    from qtsearch.encoders.base import default_model_path
+    from qtsearch.encoders.registry import EXTERNAL_ENCODERS
 
     if model in (None, "default"):
         return default_model_path()
@@ -115,7 +116,7 @@ def context_vectors(table: np.ndarray, vocab: Vocab, sentences: list[list[str]],
     (`composed`, the base's pieces; zero where it has none) moved towards the mean of those
     sentences' unit vectors (known words only), centred on the corpus mean, by BETA times the
     composed row's length (the base rows' median length without one). As the build's corpus
-    words do (qtsearch.encode.corpus_words): the long move also weighs a rare word more in its
+    words do (qtsearch.encoders.corpus_words): the long move also weighs a rare word more in its
     text's mean."""
     from scipy.sparse import csr_matrix
 
@@ -148,7 +149,7 @@ def context_vectors(table: np.ndarray, vocab: Vocab, sentences: list[list[str]],
 
 def composed_rows(base: Path, words: list[str], dim: int) -> np.ndarray | None:
     """The base's pieces composition of each word (zero where none), None without a table."""
-    from qtsearch.encode.pieces import Pieces
+    from qtsearch.encoders.pieces import Pieces
 
     pieces = Pieces.load(base)
     if pieces is None:
@@ -232,7 +233,7 @@ def teacher_vectors(sentences: list[str], budget: float, device: str, display: D
                     ) -> np.ndarray:
     """MiniLM's normalised vectors of `sentences` in order, as many as `budget` seconds allow
     (encoded in chunks; the last chunk may overrun by its own time)."""
-    from qtsearch.encode.baselines import MiniLM
+    from qtsearch.encoders.baselines import MiniLM
 
     model = MiniLM(device)
     parts: list[np.ndarray] = []

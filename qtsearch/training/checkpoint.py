@@ -21,8 +21,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from qtsearch.config import config_from_dict, with_umask, write_json_atomic
-from qtsearch.errors import ModelError, OutputError, UsageError
+from qtsearch.core.config import config_from_dict, with_umask, write_json_atomic
+from qtsearch.core.errors import ModelError, OutputError, UsageError
 
 CHECKPOINT = "checkpoint"
 #: Task heads (the NLI classifier, a QT context encoder) live beside the encoder's weights:

@@ -33,7 +33,7 @@ import torch.distributed as dist
 from torch import nn
 
 import qtsearch
-from qtsearch.errors import UsageError
+from qtsearch.core.errors import UsageError
 
 #: How long a process waits for the others at a collective: process 0 builds the caches while
 #: the others wait, which may take long on a large corpus.

@@ -22,20 +22,20 @@ from typing import Any, ClassVar, Generic, TypeVar
 import torch
 from torch import Tensor, nn
 
-from qtsearch.config import write_json_atomic
-from qtsearch.encode.pretrained import WORD_VECTORS, load_glove, word_matrix
-from qtsearch.errors import UsageError
-from qtsearch.models.encoders import EncoderConfig
-from qtsearch.models.folder import PAIR_MODELS, build_model
-from qtsearch.models.infersent import InferSent
-from qtsearch.models.mean import MeanWords
+from qtsearch.app.training_progress import Display
+from qtsearch.core.config import write_json_atomic
+from qtsearch.core.errors import UsageError
+from qtsearch.encoders.nn.folder import PAIR_MODELS, build_model
+from qtsearch.encoders.nn.infersent import InferSent
+from qtsearch.encoders.nn.mean_words import MeanWords
+from qtsearch.encoders.nn.quick_thoughts import EncoderConfig
+from qtsearch.encoders.pretrained import WORD_VECTORS, load_glove, word_matrix
 from qtsearch.text.reader import read_sentences
 from qtsearch.text.token_corpus import corpus_signature
 from qtsearch.text.tokenizer import tokenize
 from qtsearch.text.vocab import PAD, UNK, Vocab
 from qtsearch.training.checkpoint import writable_folder
 from qtsearch.training.loop import Loop, RunConfig, Runtime, Task
-from qtsearch.training.progress import Display
 
 T = TypeVar("T")
 

@@ -32,10 +32,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from qtsearch.device import autocast_dtype, resolve_device
-from qtsearch.errors import Interrupted, UsageError
-from qtsearch.models.folder import save_model
-from qtsearch.models.objective import BatchStats
+from qtsearch.app.training_progress import Display
+from qtsearch.core.device import autocast_dtype, resolve_device
+from qtsearch.core.errors import Interrupted, UsageError
+from qtsearch.encoders.nn.folder import save_model
+from qtsearch.encoders.nn.objective import BatchStats
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.checkpoint import (
     CHECKPOINT,
@@ -53,7 +54,6 @@ from qtsearch.training.distributed import (
     wait_for_main,
 )
 from qtsearch.training.metrics import MetricsLog, Window
-from qtsearch.training.progress import Display
 from qtsearch.training.schedule import SCHEDULES, lr_factor, task_schedule
 from qtsearch.training.schedule import TASK_SCHEDULES as TASK_SCHEDULES  # the trainers' import
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qtsearch.errors import UsageError
-from qtsearch.models.files import METRICS
+from qtsearch.core.errors import UsageError
+from qtsearch.encoders.files import METRICS
 from qtsearch.training.plots import plot_folder
 
 

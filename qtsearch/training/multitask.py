@@ -27,14 +27,16 @@ import torch
 from rich.console import Console
 from torch import Tensor
 
-from qtsearch.errors import UsageError
-from qtsearch.models.objective import BatchStats, qt_loss
-from qtsearch.text.nli import read_nli
-from qtsearch.text.pairs import read_pairs
+from qtsearch.app.training_progress import Display
+from qtsearch.core.errors import UsageError
+from qtsearch.encoders.nn.objective import BatchStats, qt_loss
+from qtsearch.text.datasets.nli import read_nli
+from qtsearch.text.datasets.pairs import read_pairs
 from qtsearch.training.checkpoint import writable_folder
 from qtsearch.training.infersent import pairs_vocab, pretrained_vectors, sentence_encoder
 from qtsearch.training.loop import TASK_SCHEDULES, Loop, RunResult, Runtime, Task
 from qtsearch.training.nli import NLITrainConfig, nli_sentences, nli_split, nli_task
+from qtsearch.training.objectives.corpus import CorpusTask, check_context
 from qtsearch.training.pairs import (
     PairsOptions,
     pair_sentences,
@@ -42,8 +44,6 @@ from qtsearch.training.pairs import (
     pairs_task,
     without_eval_sentences,
 )
-from qtsearch.training.progress import Display
-from qtsearch.training.tasks.corpus import CorpusTask, check_context
 from qtsearch.training.teacher import TeacherOptions, minilm_teacher, teacher_data, teacher_task
 from qtsearch.training.trainer import corpus_blocks
 

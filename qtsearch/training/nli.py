@@ -1,6 +1,7 @@
 """`qtsearch train-nli`: an InferSent encoder trained on NLI pairs, in the one loop.
 
-Data: labelled pairs from any of the layouts of `qtsearch.text.nli`, split as tasks/nli says.
+Data: labelled pairs from any of the layouts of `qtsearch.text.datasets.nli`, split as
+objectives/nli says.
 Optimiser: Adam (lr 1e-3) rather than the paper's SGD (lr 0.1, decayed over ~20 epochs of
 570k pairs): the data reachable here is ~15k pairs and a run has minutes, where Adam converges
 in a few epochs.
@@ -14,14 +15,14 @@ from dataclasses import dataclass
 
 from rich.console import Console
 
-from qtsearch.errors import UsageError
-from qtsearch.models.infersent import InferSent, NLIClassifier
-from qtsearch.text.nli import NLIPair, label_counts, read_nli
+from qtsearch.app.training_progress import Display
+from qtsearch.core.errors import UsageError
+from qtsearch.encoders.nn.infersent import InferSent, NLIClassifier
+from qtsearch.text.datasets.nli import NLIPair, label_counts, read_nli
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.infersent import InferSentConfig, Split, infersent_loop
 from qtsearch.training.loop import Loop, RunResult, Runtime
-from qtsearch.training.progress import Display
-from qtsearch.training.tasks.nli import NLISet, NLITask, split_by_premise
+from qtsearch.training.objectives.nli import NLISet, NLITask, split_by_premise
 
 
 @dataclass

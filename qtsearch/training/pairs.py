@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from rich.console import Console
 from torch import nn
 
-from qtsearch.errors import UsageError
-from qtsearch.paths import data_root
+from qtsearch.app.training_progress import Display
+from qtsearch.core.errors import UsageError
+from qtsearch.core.paths import data_root
+from qtsearch.text.datasets.pairs import P, Pair, drop_overlap, eval_sentences, hold_out, read_pairs
 from qtsearch.text.negation import with_negations
-from qtsearch.text.pairs import P, Pair, drop_overlap, eval_sentences, hold_out, read_pairs
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.infersent import InferSentConfig, Split, infersent_loop
 from qtsearch.training.loop import Loop, RunResult, Runtime
-from qtsearch.training.progress import Display
-from qtsearch.training.tasks.pairs import PairSet, PairsTask
+from qtsearch.training.objectives.pairs import PairSet, PairsTask
 
 
 @dataclass

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qtsearch.errors import ModelError, OutputError, UsageError
-from qtsearch.models.files import METRICS, read_config, read_metrics
+from qtsearch.core.errors import ModelError, OutputError, UsageError
+from qtsearch.encoders.files import METRICS, read_config, read_metrics
 
 #: The picture's name beside metrics.jsonl.
 CURVES = "training_curves.png"

@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from qtsearch.encode.baselines import cache_dir, minilm_fingerprint
-from qtsearch.errors import Interrupted, UsageError
+from qtsearch.app.training_progress import Display
+from qtsearch.core.errors import Interrupted, UsageError
+from qtsearch.core.paths import cache_dir
+from qtsearch.encoders.wheels import minilm_fingerprint
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.loop import Runtime, stop_signals
-from qtsearch.training.progress import Display
-from qtsearch.training.tasks.teacher import TeacherTask
+from qtsearch.training.objectives.teacher import TeacherTask
 from qtsearch.training.teacher_cache import Encode, TeacherCache, cached_selection
 
 
@@ -50,7 +51,7 @@ class TeacherData:
 
 def minilm_teacher(device: str) -> Encode:
     """all-MiniLM-L6-v2's normalised vectors (loaded only when the cache lacks some)."""
-    from qtsearch.encode.baselines import MiniLM
+    from qtsearch.encoders.baselines import MiniLM
 
     model = MiniLM(device)
     return lambda rows: model.encode(rows, normalize=True)

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from qtsearch.config import write_json_atomic
-from qtsearch.errors import InputError
+from qtsearch.core.config import write_json_atomic
+from qtsearch.core.errors import InputError
 from qtsearch.text.reader import list_files, read_sentences
 from qtsearch.text.token_corpus import corpus_signature
 from qtsearch.text.tokenizer import tokenize

@@ -16,16 +16,16 @@ import torch
 from rich.console import Console
 from torch import Tensor, nn
 
-from qtsearch.encode.pretrained import glove_matrix
-from qtsearch.errors import UsageError
-from qtsearch.models.encoders import ENCODERS, EncoderConfig
-from qtsearch.models.folder import build_model
-from qtsearch.models.objective import BatchStats, ObjectiveOptions
+from qtsearch.app.training_progress import Display
+from qtsearch.core.errors import UsageError
+from qtsearch.encoders.nn.folder import build_model
+from qtsearch.encoders.nn.objective import BatchStats, ObjectiveOptions
+from qtsearch.encoders.nn.quick_thoughts import ENCODERS, EncoderConfig
+from qtsearch.encoders.pretrained import glove_matrix
 from qtsearch.text.reader import list_files
 from qtsearch.training.checkpoint import writable_folder
 from qtsearch.training.loop import Loop, RunConfig, RunResult, Runtime
-from qtsearch.training.progress import Display
-from qtsearch.training.tasks.corpus import Blocks, CorpusTask, check_context
+from qtsearch.training.objectives.corpus import Blocks, CorpusTask, check_context
 
 log = logging.getLogger("qtsearch")
 

@@ -20,12 +20,12 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from qtsearch.config import write_json_atomic
-from qtsearch.errors import InputError, OutputError
+from qtsearch.core.config import write_json_atomic
+from qtsearch.core.errors import InputError, OutputError
+from qtsearch.core.paths import PACKAGE, data_root
 from qtsearch.evaluation.analogy.categories import WordPair, WordPairs, load_word_pairs
 from qtsearch.evaluation.analogy.data import load_rewrites, load_yelp
 from qtsearch.evaluation.analogy.mining import SentencePair, mine_pairs
-from qtsearch.paths import PACKAGE, data_root
 
 #: Package data (a small derived artefact, committed; `qtsearch bench analogy build` remakes it),
 #: so `bench analogy run` needs only the Yelp sentences of the data folder, not a checkout.
@@ -38,7 +38,7 @@ QUESTIONS = ((0, 1, 2, 3), (1, 0, 3, 2), (2, 3, 0, 1), (3, 2, 1, 0))
 
 @dataclass
 class BuildConfig:
-    data: str | None = None  # the data folder (None: qtsearch.paths.data_root's default)
+    data: str | None = None  # the data folder (None: qtsearch.core.paths.data_root's default)
     out: str = str(DEFAULT_TUPLES)
     cap_per_pair: int = 40  # tuples per word pair at most
     min_shared: int = 3  # words two paired sentences must share besides the analogy words

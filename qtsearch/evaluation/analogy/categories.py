@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qtsearch.errors import InputError
+from qtsearch.core.errors import InputError
 
 MSR_CATEGORIES = ("JJ/JJR", "JJ/JJS", "JJR/JJS", "NN/NNS", "NN/NNPOS", "VB/VBD", "VB/VBZ",
                   "VBD/VBZ")

@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from qtsearch.errors import InputError
-from qtsearch.paths import data_root
+from qtsearch.core.errors import InputError
+from qtsearch.core.paths import data_root
 from qtsearch.text.tokenizer import tokenize
 
 #: The Yelp sentence files, in the order their sentences enter the pool (first copy kept).

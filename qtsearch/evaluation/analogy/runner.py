@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from qtsearch.encode.baselines import SentenceEncoder, cache_dir
-from qtsearch.encode.encoder import l2_normalize
-from qtsearch.errors import InputError
+from qtsearch.core.errors import InputError
+from qtsearch.core.paths import cache_dir
+from qtsearch.encoders.base import SentenceEncoder, l2_normalize
 from qtsearch.evaluation.analogy.build import QUESTIONS, SENTIMENT, AnalogyTuple
 from qtsearch.evaluation.analogy.data import load_yelp, pool_digest, unique
 from qtsearch.evaluation.analogy.metrics import MODES, rank_answers, scores_by_group

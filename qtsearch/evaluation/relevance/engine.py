@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from qtsearch.errors import InputError, UsageError
+from qtsearch.core.errors import InputError, UsageError
 from qtsearch.evaluation.registry import Registry
 
 #: Hits scored per query.

@@ -19,17 +19,17 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from qtsearch import __version__
-from qtsearch.build.pipeline import IndexConfig, build_index
-from qtsearch.encode.baselines import cache_dir
-from qtsearch.errors import IndexError_, QTSearchError
+from qtsearch.core.errors import IndexError_, QTSearchError
+from qtsearch.core.paths import PACKAGE, cache_dir
+from qtsearch.core.version import __version__
 from qtsearch.evaluation.relevance.engine import RelevanceTask
-from qtsearch.index.manifest import META_FILE, read_manifest
+from qtsearch.index.manifest import read_manifest
+from qtsearch.index.names import META_FILE
 from qtsearch.index.store import MetadataStore
+from qtsearch.indexing.pipeline import IndexConfig, build_index
 
-PACKAGE = Path(__file__).resolve().parents[2]
 #: The folders of qtsearch whose code decides an index's vectors and contents.
-BUILD_CODE = ("text", "models", "inference", "encode", "build", "index")
+BUILD_CODE = ("text", "encoders", "index", "indexing")
 
 
 @cache
@@ -38,8 +38,8 @@ def build_code_key() -> str:
     encoder fix once left cached indexes of its old vectors in place)."""
     h = hashlib.sha256(__version__.encode())
     for folder in BUILD_CODE:
-        for path in sorted((PACKAGE / folder).glob("*.py")):
-            h.update(path.name.encode() + path.read_bytes())
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            h.update(str(path.relative_to(PACKAGE)).encode() + path.read_bytes())
     return h.hexdigest()[:12]
 
 

@@ -2,7 +2,7 @@
 
 A system is a model (the shipped one, a model folder, or an encoder name: glove, minilm,
 model2vec) and a search mode of `Index.search`, optionally with a re-ranker (`MODE+minilm`:
-the first RERANK_DEPTH hits re-scored, qtsearch.query.rerank; `MODE+minilm@10`: the first
+the first RERANK_DEPTH hits re-scored, qtsearch.search.rerank; `MODE+minilm@10`: the first
 10). Lexical mode (BM25 over the index's full-text table) does not depend on the model, so it
 is one system, "BM25 (lexical)", searched on the first model's index.
 """
@@ -21,8 +21,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from qtsearch.encode.encoder import load_encoder
-from qtsearch.errors import InputError, UsageError
+from qtsearch.core.errors import InputError, UsageError
+from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation.relevance.engine import (
     GROUP_ORDER,
     METRICS,
@@ -34,8 +34,8 @@ from qtsearch.evaluation.relevance.engine import (
 )
 from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
 from qtsearch.index.manifest import read_manifest
-from qtsearch.query.rerank import RERANK_DEPTH, Reranker
-from qtsearch.query.search import MODES, QUERY_PRECISION, Index
+from qtsearch.search.engine import MODES, QUERY_PRECISION, Index
+from qtsearch.search.rerank import RERANK_DEPTH, Reranker
 
 log = logging.getLogger("qtsearch")
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from qtsearch.errors import InputError
+from qtsearch.core.errors import InputError
 
 #: Splits tried, in order, when none is named: the development splits come first, so that a
 #: default run never scores (and nobody tunes on) a collection's test queries by accident.

@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qtsearch.build.pipeline import IndexConfig, build_index
-from qtsearch.encode.baselines import cache_dir
-from qtsearch.encode.encoder import load_encoder
-from qtsearch.errors import InputError, QTSearchError
+from qtsearch.core.errors import InputError, QTSearchError
+from qtsearch.core.paths import cache_dir
+from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation.relevance.indexes import build_code_key, encoder_key
 from qtsearch.evaluation.relevance.runner import LEXICAL, System, WarningCounter
 from qtsearch.evaluation.retrieval.beir import METRICS, PUBLISHED, Collection, scores
 from qtsearch.index.manifest import read_manifest
-from qtsearch.query.search import QUERY_PRECISION, Index
+from qtsearch.indexing.pipeline import IndexConfig, build_index
+from qtsearch.search.engine import QUERY_PRECISION, Index
 from qtsearch.text.records import PASSAGE_WORDS
 
 #: Documents ranked per query (recall@100 needs 100).

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qtsearch.errors import InputError
+from qtsearch.core.errors import InputError
 from qtsearch.evaluation.engine import EmbeddingCache, Task, register
 from qtsearch.evaluation.files import sample
 from qtsearch.text.reader import read_sentences
@@ -82,7 +82,7 @@ class NextSentence(Task):
 
     def run(self, embed: EmbeddingCache, tick: Callable[[], None] | None = None
             ) -> dict[str, float]:
-        from qtsearch.encode.encoder import Encoder
+        from qtsearch.encoders.neural import Encoder
 
         vectors = embed(self.pool)
         row = {t: i for i, t in enumerate(self.pool)}

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from qtsearch.errors import InputError
+from qtsearch.core.errors import InputError
 from qtsearch.evaluation import classifier
 from qtsearch.evaluation.engine import EmbeddingCache, Task, register
 from qtsearch.evaluation.files import read_tsv, sample

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qtsearch.errors import InputError
+from qtsearch.core.errors import InputError
 from qtsearch.evaluation.engine import EmbeddingCache, Task, register
 from qtsearch.evaluation.files import read_lines, sample
 from qtsearch.evaluation.tasks.pairs import Pairs, cosine, texts_of

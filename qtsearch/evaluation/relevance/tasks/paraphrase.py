@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from qtsearch.errors import InputError
+from qtsearch.core.errors import InputError
 from qtsearch.evaluation.files import read_tsv, sample
 from qtsearch.evaluation.relevance.engine import RelevanceTask, register
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qtsearch.errors import InputError
+from qtsearch.core.errors import InputError
 from qtsearch.evaluation.files import read_lines, sample
 from qtsearch.evaluation.relevance.engine import Query, RelevanceTask, register
 

@@ -1,0 +1,107 @@
+"""`qtsearch adapt`: fit a mean-of-words model to a corpus, without labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from qtsearch.app.commands.common import err, out
+from qtsearch.app.commands.train_options import (
+    DEVICE,
+    MAX_STEPS,
+    OUT,
+    PRECISION,
+    QUIET,
+    RESUME,
+    SEED,
+    config_options,
+)
+
+HELP = (
+    "Adapt a model to your corpus: its words, its neighbouring sentences, its titles; no labels."
+    "\n\n"
+    "Starts from the shipped default model (or --model, any mean-of-words model folder) and "
+    "trains on the corpus alone: corpus words the model lacks get vectors (started from the "
+    "sentences they occur in), each sentence learns its neighbours (Quick-Thoughts), each title "
+    "the sentences of its document, each sentence the rest of its document (inverse cloze); "
+    "optionally all-MiniLM-L6-v2's vectors of a corpus sample (--teacher minilm, encoded within "
+    "--teacher-budget). An L2 pull towards the base keeps its general skills. CORPUS: text "
+    "files or folders (as for build-index) or JSON Lines records with \"title\" and \"text\" "
+    "(a BEIR corpus.jsonl.gz). Every 20th document is held out: validation shows how well the "
+    "model finds a held-out sentence's neighbour before (step 0) and after. --max-minutes stops "
+    "cleanly with the model saved; Ctrl-C saves a checkpoint that --resume continues exactly."
+)
+
+
+def adapt_command(
+    corpus: list[Path] = typer.Argument(..., help="Text files, folders or .jsonl(.gz) records."),
+    out_dir: Path = OUT,
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Base model folder (default: the shipped model)."),
+    split_sentences: bool = typer.Option(
+        True, "--split-sentences/--lines",
+        help="Text files are running text (split into sentences; a blank line ends a document) "
+        "or one sentence a line."),
+    new_words: int = typer.Option(50_000, help="Corpus words added at most (most frequent)."),
+    min_count: int = typer.Option(2, help="Occurrences a corpus word needs to be added."),
+    neighbours: bool = typer.Option(True, "--neighbours/--no-neighbours",
+                                    help="Neighbouring sentences as positive pairs."),
+    titles: bool = typer.Option(True, "--titles/--no-titles",
+                                help="Titles and their document's sentences as positive pairs."),
+    ict: bool = typer.Option(True, "--ict/--no-ict",
+                             help="A sentence and the rest of its document as positive pairs."),
+    teacher: str | None = typer.Option(
+        None, help="minilm: also learn all-MiniLM-L6-v2's vectors of a corpus sample."),
+    teacher_budget: str = typer.Option(
+        "10m", help="Time the teacher may spend encoding (e.g. 90s, 10m)."),
+    teacher_sample: int = typer.Option(20_000, "--teacher-sentences",
+                                       help="Teacher: corpus sentences sampled at most."),
+    anchor: float = typer.Option(
+        0.0, help="Weight of a pull of known words towards the base model (0: none; only "
+        "the corpus's words train either way)."),
+    batch_size: int = typer.Option(256, help="Pairs per step (each against the others)."),
+    scale: float = typer.Option(20.0, help="Cosine × this are the contrastive logits."),
+    doc_len: int = typer.Option(256, help="Tokens of a document's rest (inverse cloze)."),
+    max_len: int | None = typer.Option(
+        None, help="Tokens of an indexed text the adapted model reads (default: the base's)."),
+    max_minutes: float | None = typer.Option(
+        None, help="Stop cleanly after this long, the model saved (--resume continues)."),
+    lr: float = typer.Option(3e-3, help="Adam learning rate."),
+    epochs: int = typer.Option(3, help="Passes over every task's pairs."),
+    max_steps: int | None = MAX_STEPS,
+    device: str = DEVICE,
+    precision: str = PRECISION,
+    seed: int = SEED,
+    val_every: int = typer.Option(100, help="Validate every N steps."),
+    checkpoint_every: int = typer.Option(100, help="Checkpoint every N steps."),
+    resume: bool = RESUME,
+    quiet: bool = QUIET,
+) -> None:
+    options = config_options(locals(), ("corpus",))
+    options["teacher_budget"] = seconds(teacher_budget)
+    # imported here, not at the top: torch loads only once the line is parsed
+    from qtsearch.training.adapt import AdaptConfig, adapt
+
+    config = AdaptConfig(**options)
+    out.print(adapt(config, resume=resume, progress=not quiet, console=err).summary())
+
+
+def seconds(text: str) -> float:
+    """'90s', '10m', '1h' or a plain number of seconds."""
+    from qtsearch.core.errors import UsageError
+
+    units = {"s": 1, "m": 60, "h": 3600}
+    t = text.strip().lower()
+    factor = units.get(t[-1:])
+    try:
+        value = float(t[:-1] if factor else t)
+    except ValueError:
+        raise UsageError(f"--teacher-budget {text!r}: give a time such as 90s, 10m or 1h") from None
+    if not value > 0:
+        raise UsageError("--teacher-budget must be a positive time")
+    return value * (factor or 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("adapt", help=HELP)(adapt_command)

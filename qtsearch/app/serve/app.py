@@ -1,0 +1,322 @@
+"""The FastAPI application of `qtsearch serve`: the JSON API over one index and the page at `/`.
+
+Answers have the CLI's `--json` shapes, built by the same code (qtsearch.search.answers,
+`index_info`): /search and /analogy return what `qtsearch search --json` and `qtsearch analogy
+--json` print, /info what `qtsearch info --json` prints. Routes are plain functions, run in
+the server's thread pool: many requests share one `Index` at once (qtsearch.app.serve.served).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hmac
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException
+
+from qtsearch.app.serve.guards import Guards
+from qtsearch.app.serve.limits import BodyLimit, HTTPError, Limits, error_body, status_of
+from qtsearch.app.serve.served import ServedIndex
+from qtsearch.core.errors import InputError, QTSearchError, UsageError
+from qtsearch.core.version import __version__
+from qtsearch.index.folder import index_info
+from qtsearch.search.answers import (
+    Answer,
+    answer_analogy,
+    answer_ids,
+    answer_json,
+    answer_queries,
+)
+from qtsearch.search.engine import Index
+from qtsearch.search.filters import parse_where
+from qtsearch.search.rerank import RERANK_DEPTH, Reranker
+
+STATIC = Path(__file__).resolve().parent / "static"
+#: Seconds a 503 (busy) answer asks the client to wait before trying again.
+RETRY_AFTER = "5"
+#: How `qtsearch serve --workers N` hands its settings to the worker processes.
+CONFIG_ENV = "QTSEARCH_SERVE_CONFIG"
+
+
+@dataclasses.dataclass(frozen=True)
+class ServeConfig:
+    """What `qtsearch serve` was asked for (JSON in CONFIG_ENV for worker processes)."""
+
+    index: str
+    device: str = "cpu"
+    token_file: str | None = None
+    limits: Limits = dataclasses.field(default_factory=Limits)
+    warm_up: bool = True
+    rerank: str | None = None  # the encoder that re-ranks searches asking for it
+    rerank_depth: int = RERANK_DEPTH
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ServeConfig:
+        data = json.loads(text)
+        return cls(**{**data, "limits": Limits(**data["limits"])})
+
+
+def read_token(path: str | os.PathLike) -> str:
+    """The bearer token in a file (surrounding whitespace ignored); refused when empty."""
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--token-file {path}: cannot read it ({e})") from e
+    if len(token) < 16 or any(c.isspace() for c in token):
+        raise UsageError(f"--token-file {path}: the token must be one word of at least 16 "
+                         "characters (e.g. `python -c 'import secrets; print(secrets."
+                         "token_urlsafe())'`)")
+    return token
+
+
+class SearchBody(BaseModel):
+    q: str | int | list[str | int] = Field(
+        description="A query sentence or a list of them (with ids: sentence ids).")
+    k: int = Field(10, description="Results per query.")
+    mode: str | None = Field(None, description="hybrid | semantic | lexical (default: the "
+                                               "index's own).")
+    where: dict[str, str | int] | list[str] | None = Field(
+        None, description='Filters, all of which must hold: {"source": "emma.txt"} or '
+                          '["source=emma.txt", "doc=3"].')
+    ids: bool = Field(False, description="q holds ids of stored sentences: their neighbours.")
+    by: str = Field("passage", description="passage | doc: one hit per document, ranked by "
+                                           "its best passage, with its other `passages`.")
+    rerank: bool = Field(False, description="Re-rank the first hits with the server's "
+                                            "re-ranker (`serve --rerank`).")
+
+
+class AnalogyBody(BaseModel):
+    a: str
+    b: str
+    c: str
+    k: int = 10
+    keep_inputs: bool = Field(False, description="Allow A, B and C among the results.")
+
+
+class AddBody(BaseModel):
+    text: str = Field(description="The new text as a file would hold it: one sentence a line, "
+                                  "a blank line between documents (or running text, as the "
+                                  "index was built or as split_sentences says).")
+    source: str = Field("posted.txt", description="File name recorded as the source.")
+    split_sentences: bool | None = None
+    format: str = Field("auto", description="auto | text | wikiextractor, as `qtsearch add "
+                                            "--format`.")
+    allow_duplicates: bool = Field(False, description="Add the text even when the index "
+                                                      "already holds the same text (sha256).")
+
+
+def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAPIOffline:
+    """The application over `config.index` (opened here unless `served` is given)."""
+    limits = config.limits
+    token = read_token(config.token_file) if config.token_file else None
+    if served is None:
+        served = open_served(config)
+    reranker = Reranker(config.rerank, config.rerank_depth, config.device) \
+        if config.rerank else None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        yield
+        served.close()  # the server stopped: no request is left
+
+    app = FastAPIOffline(title="qtsearch", version=__version__, redoc_url=None,
+                         static_url="/docs-static", lifespan=lifespan,
+                         description="Search one index: sentences by meaning and words, "
+                                     "neighbours, analogies, context. The page is at /.")
+    app.state.served = served
+    app.add_middleware(BodyLimit, limit_for=lambda path: (
+        limits.max_add_bytes if path == "/add" else limits.max_body),
+        body_timeout=limits.body_timeout)
+    app.add_middleware(Guards, limits=limits, token=token, bind=None)  # outermost: runs first
+    _errors(app)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    def check_k(k: int) -> None:
+        if not 1 <= k <= limits.max_k:
+            raise UsageError(f"k must be between 1 and {limits.max_k} (got {k})")
+
+    def respond(answers: list[Answer]) -> JSONResponse:
+        """The CLI's JSON array; 400 when a query failed (the CLI's exit status 3), with the
+        other queries still answered in it."""
+        body = [answer_json(*a) for a in answers]
+        response = JSONResponse(body, 400 if any(e for _, _, e in answers) else 200)
+        if len(response.body) > limits.max_response_bytes:
+            raise HTTPError(413, f"answer of {len(response.body):,} bytes: at most "
+                                 f"{limits.max_response_bytes:,} (ask for fewer queries or a "
+                                 "smaller k)")
+        return response
+
+    def search(queries: list[str | int], k: int, mode: str | None,
+               where: dict[str, str | int], ids: bool, rerank: bool,
+               by: str = "passage") -> JSONResponse:
+        check_k(k)
+        if not queries:
+            raise UsageError("no query: give q")
+        if rerank and reranker is None:
+            raise UsageError("rerank: this server re-ranks nothing (start it with --rerank)")
+        if rerank and ids:
+            raise UsageError("rerank re-scores query sentences, not ids")
+        if len(queries) > limits.max_queries:
+            raise HTTPError(413, f"{len(queries)} queries in one request: at most "
+                                 f"{limits.max_queries}")
+        if len(queries) * k > limits.max_results:
+            raise HTTPError(413, f"{len(queries)} queries × k {k} = {len(queries) * k:,} "
+                                 f"results in one request: at most {limits.max_results:,}")
+        with served.use() as idx:
+            if not ids:
+                return respond(answer_queries(idx, [str(q) for q in queries], k, mode, where,
+                                              reranker if rerank else None, by))
+            try:
+                return respond(answer_ids(idx, [_as_id(q) for q in queries], k, where))
+            except InputError as e:
+                raise HTTPError(404, str(e)) from e
+
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    @app.get("/search")
+    def search_get(q: list[str] = Query(description="Query sentence; repeat for several."),
+                   k: int = 10, mode: str | None = None,
+                   where: list[str] = Query([], description="COLUMN=VALUE; repeatable."),
+                   ids: bool = False, rerank: bool = False,
+                   by: str = "passage") -> JSONResponse:
+        """The best-matching stored sentences (`by=doc`: documents) for each query:
+        `qtsearch search --json`."""
+        return search(list(q), k, mode, parse_where(where), ids, rerank, by)
+
+    @app.post("/search")
+    def search_post(body: SearchBody) -> JSONResponse:
+        """The same as GET /search, with the query or queries in a JSON body."""
+        where = body.where if isinstance(body.where, dict) else parse_where(body.where)
+        queries = body.q if isinstance(body.q, list) else [body.q]
+        return search(queries, body.k, body.mode, where, body.ids, body.rerank, body.by)
+
+    @app.post("/analogy")
+    def analogy(body: AnalogyBody) -> JSONResponse:
+        """Sentences D with A : B :: C : D: `qtsearch analogy A B C --json`."""
+        check_k(body.k)
+        with served.use() as idx:
+            return respond([answer_analogy(idx, body.a, body.b, body.c, body.k,
+                                           body.keep_inputs)])
+
+    @app.get("/sentences/{id}")
+    def sentence(id: int, context: int = 0) -> JSONResponse:
+        """Stored sentence `id` with up to `context` sentences on either side of it in its
+        document, in order: [{id, text, source, line, doc, position}, ...]."""
+        if context > limits.max_context:
+            raise UsageError(f"context must be at most {limits.max_context} (got {context})")
+        with served.use() as idx:
+            try:
+                records = idx.context(id, context)
+            except InputError as e:
+                raise HTTPError(404, str(e)) from e
+        return JSONResponse([r.to_dict() for r in records])
+
+    @app.get("/info")
+    def info() -> JSONResponse:
+        """The index: `qtsearch info INDEX --json`."""
+        with served.use() as idx:
+            return JSONResponse(index_info(idx.path))
+
+    @app.get("/health")
+    def health() -> JSONResponse:
+        """200 while the server answers, with the number of sentences it serves."""
+        with served.use() as idx:
+            return JSONResponse({"status": "ok", "sentences": idx.count})
+
+    def authorised(request: Request) -> None:
+        """Checked before the body is validated: without the token, nothing about it is said."""
+        _authorise(request, token)
+
+    @app.post("/add", dependencies=[Depends(authorised)])
+    def add(body: AddBody) -> JSONResponse:
+        """Append text to the index as `qtsearch add` does (on a copy swapped in whole):
+        needs `Authorization: Bearer TOKEN`, the token in the server's --token-file."""
+        return JSONResponse(served.add(body.text, body.source, body.split_sentences,
+                                       body.format, body.allow_duplicates))
+
+    return app
+
+
+def open_served(config: ServeConfig) -> ServedIndex:
+    """The index of `config`, opened (and warming up in the background)."""
+
+    def open_index(encoder: Any) -> Index:
+        index = Index.open(config.index, model=encoder, device=config.device)
+        if config.warm_up:
+            index.warm_up()
+        return index
+
+    return ServedIndex(config.index, open_index, device=config.device)
+
+
+def app_from_env() -> FastAPIOffline:
+    """The application of one worker process of `qtsearch serve --workers N`."""
+    return create_app(ServeConfig.from_json(os.environ[CONFIG_ENV]))
+
+
+def _as_id(q: str | int) -> int:
+    try:
+        return int(q)
+    except ValueError:
+        raise UsageError(f"ids: {q!r} is not a sentence id") from None
+
+
+def _authorise(request: Request, token: str | None) -> None:
+    if token is None:
+        raise HTTPError(403, "adding is disabled: start the server with --token-file FILE")
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        raise HTTPError(401, "POST /add needs the header 'Authorization: Bearer TOKEN'",
+                        {"WWW-Authenticate": "Bearer"})
+    if not hmac.compare_digest(given.strip().encode(), token.encode()):
+        raise HTTPError(403, "wrong token")
+
+
+def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(error_body(message), status, headers, media_type="application/json")
+
+
+def _errors(app: FastAPIOffline) -> None:
+    """Every failure as {"error": MESSAGE} with its status (qtsearch.app.serve.limits)."""
+
+    @app.exception_handler(QTSearchError)
+    async def qtsearch_error(_: Request, e: QTSearchError) -> Any:
+        status = status_of(e)
+        return _json_error(status, str(e), {"Retry-After": RETRY_AFTER} if status == 503
+                           else None)
+
+    @app.exception_handler(HTTPError)
+    async def http_error(_: Request, e: HTTPError) -> Any:
+        return _json_error(e.status, str(e), e.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, e: RequestValidationError) -> Any:
+        first = e.errors()[0] if e.errors() else {"loc": (), "msg": "invalid request"}
+        where = ".".join(str(p) for p in first["loc"] if p not in ("body", "query", "path"))
+        return _json_error(400, f"{where}: {first['msg']}" if where else first["msg"])
+
+    @app.exception_handler(HTTPException)
+    async def starlette_error(request: Request, e: HTTPException) -> Any:
+        message = {404: f"no such endpoint: {request.method} {request.url.path}",
+                   405: f"{request.method} is not allowed on {request.url.path}"}
+        return _json_error(e.status_code, message.get(e.status_code, str(e.detail)))
+
+    @app.exception_handler(Exception)
+    async def internal(_: Request, e: Exception) -> Any:
+        return _json_error(500, f"internal error: {type(e).__name__}: {e}")

@@ -1,3 +1,0 @@
-"""Building index folders: read → embed → index + store, resumable and atomic; append and derived
-builds.
-"""

@@ -1,0 +1,52 @@
+"""Errors a user can act on. The CLI prints their message as one line and exits with `code`.
+
+Exit codes (documented in the README): 1 unexpected failure, 2 bad option or usage,
+3 bad input data, 4 bad or missing model, 5 bad or missing index, 6 cannot write output,
+7 busy (another writer holds the index: try again later, or pass --wait), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+
+class QTSearchError(Exception):
+    """Base class: a failure explained in one line, never a traceback."""
+
+    code = 1
+
+
+class UsageError(QTSearchError):
+    code = 2
+
+
+class InputError(QTSearchError):
+    code = 3
+
+
+class ModelError(QTSearchError):
+    code = 4
+
+
+class IndexError_(QTSearchError):
+    code = 5
+
+
+class DamagedIndex(IndexError_):
+    """An index whose files are damaged (not merely missing or of another version): the server
+    answers 500, the index's own failure, not the request's (qtsearch.app.serve.limits)."""
+
+
+class OutputError(QTSearchError):
+    code = 6
+
+
+class BusyError(QTSearchError):
+    """Another process is writing this index (qtsearch.index.lock): nothing was changed, and
+    the same command succeeds once that writer is done."""
+
+    code = 7
+
+
+class Interrupted(QTSearchError):
+    """Ctrl-C (or SIGTERM in training): the message says what was kept and how to continue."""
+
+    code = 130

@@ -1,0 +1,130 @@
+"""What every encoder shares: the `SentenceEncoder` protocol, unit-length rows, and the base of
+the encoders that read a model folder (its vocabulary, token ids, fingerprint and settings),
+with the shipped default model's place."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from qtsearch.core.errors import ModelError
+from qtsearch.encoders.files import (
+    EncoderConfig,
+    config_fields,
+    fingerprint,
+    is_model_folder,
+    latest_validation,
+    read_config,
+    read_vocab,
+)
+from qtsearch.text.tokenizer import token_ids, tokenize
+
+if TYPE_CHECKING:  # torch is imported by the torch encoder itself: numpy encoders run without it
+    import torch
+
+    from qtsearch.core.device import Cpu
+
+
+@runtime_checkable
+class SentenceEncoder(Protocol):
+    """Anything that turns sentences into a float32 matrix [n, dim]."""
+
+    name: str
+    dim: int
+    fingerprint: str  # identifies the vectors: same fingerprint, same vectors (cache key)
+
+    def encode(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 512,
+        normalize: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray: ...
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length in place (all-zero rows stay zero)."""
+    x /= np.maximum(np.sqrt(np.einsum("ij,ij->i", x, x))[:, None], 1e-12)
+    return x
+
+
+DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "default_model"
+
+
+def default_model_path() -> Path:
+    """The model shipped inside the package, used whenever `--model` is left out."""
+    if not is_model_folder(DEFAULT_MODEL):
+        raise ModelError("no default model is installed with this qtsearch; pass --model DIR")
+    return DEFAULT_MODEL
+
+
+class FolderEncoder:
+    """What every encoder of a model folder shares, torch or not: the vocabulary and its token
+    ids (the build's token path), the fingerprint, the model's search settings. Subclasses
+    set `dim` and `device` and implement `encode_ids`."""
+
+    dim: int
+    device: torch.device | Cpu
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = Path(path) if path is not None else default_model_path()
+        self.config = read_config(self.path)
+        self.cfg: EncoderConfig = config_fields(self.config)
+        self.vocab = read_vocab(self.path, self.cfg)
+        self.max_len = self.cfg.max_len
+        self.fingerprint = fingerprint(self.path)
+        #: search settings measured for this model (config.json "search": fit, lexical_weight)
+        self.search: dict[str, Any] = dict(self.config.get("search") or {})
+
+    @property
+    def name(self) -> str:
+        return self.path.name if self.path != DEFAULT_MODEL else "default"
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "fingerprint": self.fingerprint,
+            "dim": self.dim,
+            "encoder": self.cfg.encoder,
+            "validation": latest_validation(self.path),
+        }
+
+    def token_ids(self, sentence: str) -> list[int]:
+        """Vocabulary ids, a word unknown as written looked up in another casing ("hello" as
+        "Hello"): the one lookup of index builds and queries."""
+        return token_ids(self.vocab, sentence, self.max_len)
+
+    def known_words(self, sentence: str) -> int:
+        """How many of the sentence's tokens are in the vocabulary (0: the query says nothing)."""
+        return sum(1 for t in tokenize(sentence) if self.vocab.knows(t))
+
+    def encode(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 512,
+        normalize: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        """Encode sentences in input order; `progress(n)` is called after each batch."""
+        ids = [self.token_ids(s) for s in sentences]
+        return self.encode_ids(ids, batch_size, normalize, progress)
+
+    def encode_ids(
+        self,
+        ids: Sequence[list[int]],
+        batch_size: int = 512,
+        normalize: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        """Vectors of token-id lists (the build's path: ids made once, by `token_ids`)."""
+        raise NotImplementedError
+
+    #: Whether a thread may tokenise the next input while `encode_ids` runs (the build's).
+    tokenises_alongside = False
+
+    def warm_up(self) -> None:
+        """Get the query path ready ahead of the first query (nothing to do by default)."""

@@ -1,0 +1,170 @@
+"""The files of a model folder read without torch: config, architecture, vocabulary,
+fingerprint, metrics.
+
+What a query needs of a model folder besides its weights, kept apart from
+qtsearch.encoders.nn.folder (which builds the torch model) so that a search with a model that
+runs in numpy (qtsearch.encoders.mean) never imports torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qtsearch.core.errors import ModelError
+from qtsearch.text.vocab import Vocab
+
+if TYPE_CHECKING:  # numpy is imported by `read_tensors` alone: the CLI reads configs without it
+    import numpy as np
+
+FORMAT = "qtsearch-model"
+CONFIG, VOCAB, WEIGHTS, METRICS = (
+    "config.json",
+    "vocab.json",
+    "weights.safetensors",
+    "metrics.jsonl",
+)
+#: A mean model's open vocabulary (qtsearch.encoders.pieces), where it has one.
+PIECES = "pieces.safetensors"
+
+
+@dataclasses.dataclass
+class EncoderConfig:
+    """Architecture of one model (for QT, f and g share it); saved in the model's config.json.
+
+    Fields added after the first release have defaults that rebuild older models unchanged.
+    """
+
+    encoder: str = "uni"
+    vocab_size: int = 50_002  # including <pad> and <unk>
+    word_dim: int = 300
+    hidden: int = 1000  # per direction; the transformer's d_model
+    max_len: int = 50
+    glove_dim: int = 50  # mc only
+    objective: str = "qt"  # the model class: a key of folder.MODELS
+    layers: int = 4  # transformer only
+    heads: int = 8  # transformer only
+    dropout: float = 0.1  # transformer only
+    negation_scope: bool = False  # mean only: words after "not", "no"… scaled by a trained vector
+
+
+def is_model_folder(path: Path) -> bool:
+    return (Path(path) / CONFIG).is_file() and (Path(path) / WEIGHTS).exists()
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    path = Path(folder) / CONFIG
+    if Path(folder).exists() and not Path(folder).is_dir():
+        raise ModelError(f"{folder}: is a file, not a model folder (a model is a folder holding "
+                         f"{CONFIG}, {VOCAB} and {WEIGHTS})")
+    if not Path(folder).is_dir():
+        raise ModelError(f"{folder}: no such model folder")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise ModelError(f"{folder}: not a model folder (no {CONFIG})") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ModelError(f"{path}: corrupt model config ({e})") from e
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
+        raise ModelError(f"{path}: not a qtsearch model config")
+    return config
+
+
+def config_fields(config: dict[str, Any]) -> EncoderConfig:
+    """The architecture a config.json records (unknown keys ignored, missing ones default)."""
+    names = {f.name for f in dataclasses.fields(EncoderConfig)}
+    enc = config.get("encoder") or {}
+    return EncoderConfig(**{k: v for k, v in enc.items() if k in names})
+
+
+def read_vocab(folder: Path, cfg: EncoderConfig) -> Vocab:
+    """The folder's vocabulary, refused when its size is not the config's."""
+    vocab = Vocab.load(Path(folder) / VOCAB)
+    if len(vocab) != cfg.vocab_size:
+        raise ModelError(
+            f"{folder}: vocabulary has {len(vocab)} words, config says {cfg.vocab_size}"
+        )
+    return vocab
+
+
+def weights_path(folder: Path) -> Path:
+    weights = Path(folder) / WEIGHTS
+    if not weights.is_file():
+        raise ModelError(f"{folder}: weights file {WEIGHTS} missing")
+    return weights
+
+
+def fingerprint(folder: Path) -> str:
+    """A short hash of what determines the vectors: architecture, vocabulary and weights, and
+    the pieces table where there is one (it changes the vectors of texts with words outside
+    the vocabulary; a folder without one hashes as it always did)."""
+    h = hashlib.sha256()
+    paths = [Path(folder) / VOCAB, weights_path(folder)]
+    if (Path(folder) / PIECES).is_file():
+        paths.append(Path(folder) / PIECES)
+    for path in paths:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    h.update(json.dumps(read_config(folder).get("encoder"), sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+_warned: set[str] = set()
+
+
+def read_metrics(folder: Path) -> list[dict[str, Any]]:
+    path = Path(folder) / METRICS
+    if not path.is_file():
+        return []
+    rows, bad = [], 0
+    for line in path.read_bytes().splitlines():
+        try:
+            row = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError:  # damaged bytes: said, and skipped
+            bad += 1
+            continue
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash is not fatal
+        if isinstance(row, dict):
+            rows.append(row)
+    if bad and str(path) not in _warned:  # once, though `info` reads the file thrice
+        _warned.add(str(path))
+        logging.getLogger("qtsearch").warning("%s: %d line%s skipped (not valid "
+                                              "UTF-8)", path, bad, "s" * (bad != 1))
+    return rows
+
+
+def latest_validation(folder: Path) -> dict[str, Any] | None:
+    vals = [r for r in read_metrics(folder) if "val_accuracy" in r]
+    return vals[-1] if vals else None
+
+
+#: The word table's tensor in a mean model's weights (MeanWords.words, an nn.Embedding).
+TABLE = "words.weight"
+
+
+def read_tensors(folder: os.PathLike, names: Sequence[str]) -> list[np.ndarray]:
+    """The named tensors as float32 (stored fp16 or fp32), read alone from the safetensors
+    file (a mean model's word table: `TABLE`)."""
+    import numpy as np
+    from safetensors import SafetensorError, safe_open
+
+    weights = weights_path(folder)
+    try:
+        with safe_open(str(weights), framework="np") as fh:
+            stored = set(fh.keys())
+            missing = [n for n in names if n not in stored]
+            if missing:
+                raise ModelError(f"{weights}: no {missing[0]} tensor (not a mean-of-words model "
+                                 "as its config describes)")
+            tensors = [fh.get_tensor(n) for n in names]
+    except (SafetensorError, OSError, ValueError) as e:
+        raise ModelError(f"{weights}: not a valid safetensors file ({e})") from e
+    return [np.ascontiguousarray(t, dtype=np.float32) for t in tensors]

@@ -1,0 +1,210 @@
+"""`qtsearch add`: append sentences to an existing index with the index's own model, on a copy
+that replaces the index only when complete."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qtsearch.app.build_progress import Progress
+from qtsearch.core.errors import IndexError_, Interrupted, ModelError, OutputError
+from qtsearch.encoders.corpus_words import with_corpus_words
+from qtsearch.encoders.registry import load_encoder
+from qtsearch.index import bm25
+from qtsearch.index.faiss_backend import FaissBuilder
+from qtsearch.index.folder import file_checksum, swap_in
+from qtsearch.index.lock import writer_lock
+from qtsearch.index.manifest import compose_manifest, now, read_manifest, write_manifest
+from qtsearch.index.names import INDEX_FILE, META_FILE, PARQUET_FILE
+from qtsearch.index.store import MetadataStore
+from qtsearch.index.transform import VectorTransform
+from qtsearch.text.reader import (
+    ARTICLE_FIELDS,
+    Sentence,
+    check_format,
+    list_files,
+    read_sentences,
+)
+from qtsearch.text.records import PASSAGE_WORDS, RecordFields
+
+
+@dataclass
+class AddResult:
+    path: Path
+    added: int
+    count: int
+    seconds: float
+    skipped: list[str] = field(default_factory=list)  # one note per file skipped as a duplicate
+
+
+def split_option(manifest: dict[str, Any], split_sentences: bool | None) -> tuple[bool, str]:
+    """Whether `add` splits running text into sentences: as asked, or else as the index was
+    built (an index of sentences should not get wrapped line fragments); and the line that
+    says which and why."""
+    built = bool(manifest.get("split_sentences", False))
+    split = built if split_sentences is None else split_sentences
+    how = "splitting running text into sentences" if split else "one sentence per line"
+    if split_sentences is None:
+        other = "--no-split-sentences" if split else "--split-sentences"
+        return split, f"add: {how}, as this index was built ({other} to change)"
+    return split, f"add: {how} (as asked; the index was built with" + (
+        "" if built else "out") + " --split-sentences)"
+
+
+def add_to_index(index_dir: str | os.PathLike, corpus: list[str],
+                 split_sentences: bool | None = None, device: str = "auto",
+                 batch_size: int = 512, chunk: int = 50_000, progress: bool = True,
+                 console: Any = None, input_format: str = "auto", wait: float | None = 0.0,
+                 allow_duplicates: bool = False,
+                 on_note: Callable[[str], None] | None = None) -> AddResult:
+    """Append the sentences of `corpus` to an existing index (see `_add`), holding the index's
+    writer lock (qtsearch.index.lock; `wait` as its `wait`, `on_note` told whom it waits for)
+    so that no other build or add of the folder runs meanwhile.
+
+    A file whose sha256 the manifest already records (added or indexed before), or that is
+    given twice, is skipped with a note in `AddResult.skipped` unless `allow_duplicates`."""
+    folder = Path(index_dir)
+    read_manifest(folder)  # a missing or broken index fails here, before any lock file
+    with writer_lock(folder, wait=wait, on_wait=on_note):
+        return _add(folder, corpus, split_sentences, device, batch_size, chunk, progress,
+                    console, input_format, allow_duplicates)
+
+
+def duplicates(manifest: dict[str, Any], sums: list[dict[str, Any]]) -> dict[int, str]:
+    """Which of the files `sums` (file_checksum's) are already in the index or repeat an
+    earlier one: {position: the note that says so}."""
+    known = {c.get("sha256"): c.get("path") for c in manifest.get("corpus", [])}
+    notes: dict[int, str] = {}
+    for i, c in enumerate(sums):
+        if c["sha256"] in known:
+            notes[i] = (f"add: {c['path']} skipped: the index already holds this file "
+                        f"(sha256 {c['sha256'][:12]}…, as {known[c['sha256']]}); "
+                        "--allow-duplicates adds it again")
+        else:
+            known[c["sha256"]] = c["path"]
+    return notes
+
+
+def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: str,
+         batch_size: int, chunk: int, progress: bool, console: Any, input_format: str,
+         allow_duplicates: bool) -> AddResult:
+    """Append the sentences of `corpus` to an existing index with the index's own model.
+
+    `split_sentences` None: as the index was built (its manifest); `input_format` as in
+    `read_sentences` (WikiExtractor articles keep their metadata, also when added to an index
+    built before the article columns). New ids continue after the last one and documents
+    after the last document. The work is done on a copy (`<index>.adding/`) that replaces
+    the index only when complete.
+    """
+    t0 = time.perf_counter()
+    manifest = read_manifest(folder)
+    split_sentences, _ = split_option(manifest, split_sentences)
+    check_format(input_format)
+    files = list_files(corpus)
+    sums = [file_checksum(f) for f in files]
+    skipped = {} if allow_duplicates else duplicates(manifest, sums)
+    files = [f for i, f in enumerate(files) if i not in skipped]
+    sums = [c for i, c in enumerate(sums) if i not in skipped]
+    if not files:  # nothing new: the index stays as it is, not even copied
+        return AddResult(folder, 0, int(manifest["count"]), time.perf_counter() - t0,
+                         list(skipped.values()))
+    model_path = manifest["model"]["path"]
+    encoder = load_encoder(model_path, device=device)
+    if encoder.fingerprint != manifest["model"]["fingerprint"]:
+        raise ModelError(f"{model_path}: the model changed since this index was built "
+                         f"(fingerprint {encoder.fingerprint} != "
+                         f"{manifest['model']['fingerprint']}); rebuild the index")
+    encoder = with_corpus_words(encoder, folder)  # as the build and the queries encode
+    transform = VectorTransform.load(folder)  # the index holds vectors fitted at build time
+    work = folder.with_name(folder.name + ".adding")
+    if work.exists():
+        shutil.rmtree(work)
+    try:
+        shutil.copytree(folder, work)
+    except OSError as e:  # shutil.Error (a list of failed files) or a plain OSError
+        shutil.rmtree(work, ignore_errors=True)
+        raise copy_failure(work, e) from None
+    try:
+        index = FaissBuilder.reopen(work / INDEX_FILE)
+        start = index.ntotal
+        with MetadataStore.open(work / META_FILE, readonly=False) as store:
+            if store.count() != start:
+                raise IndexError_(f"{folder}: index holds {start:,} vectors but the metadata "
+                                  f"{store.count():,} rows; rebuild the index")
+            first_doc = store.max_doc() + 1
+            n = start
+            sentences = read_sentences([str(f) for f in files], split=split_sentences,
+                                       fmt=input_format, **manifest_read_options(manifest))
+            with Progress(progress, console) as bars, bars.stage("add", None, "sentences") as adv:
+                for batch in _chunks(sentences, chunk):
+                    vectors = encoder.encode([b.text for b in batch], batch_size,
+                                             normalize=True, progress=adv)
+                    index.add(transform.apply(vectors) if transform else vectors)
+                    store.insert_many((n + k, b.text, b.source, b.line, b.doc + first_doc,
+                                       b.position, *(getattr(b, f) for f in ARTICLE_FIELDS))
+                                      for k, b in enumerate(batch))
+                    n += len(batch)
+            fill_fts(store, start)
+            store.checkpoint()
+            bm25.write_for(work, work / META_FILE, start)  # every BM25 score stays exact
+            if (work / PARQUET_FILE).exists():
+                store.to_parquet(work / PARQUET_FILE)
+        index.write(work / INDEX_FILE)
+        added = {"count": n - start, "seconds": round(time.perf_counter() - t0, 3), "at": now()}
+        write_manifest(work, compose_manifest(
+            manifest, count=n, corpus=manifest["corpus"] + sums,
+            added=[*manifest.get("added", []), added], fts=True))
+    except BaseException as e:
+        shutil.rmtree(work, ignore_errors=True)
+        if isinstance(e, KeyboardInterrupt):
+            raise Interrupted(f"interrupted; {folder} is unchanged") from None
+        raise
+    swap_in(work, folder)
+    return AddResult(folder, n - start, n, time.perf_counter() - t0, list(skipped.values()))
+
+
+def manifest_read_options(manifest: dict[str, Any]) -> dict[str, Any]:
+    """How the index read its documents (records' passages and fields, running text's
+    document unit), for `read_sentences`: `add` reads more text the same way."""
+    fields = manifest.get("record_fields") or [None, None, None]
+    return {"docs": manifest.get("docs", "file"),
+            "passage_words": manifest.get("passage_words", PASSAGE_WORDS),
+            "fields": RecordFields(*fields)}
+
+
+def copy_failure(work: Path, error: OSError) -> OutputError:
+    """Why the working copy could not be made, in one line (the disk is full, most often)."""
+    first = error.args[0][0] if isinstance(error, shutil.Error) and error.args and \
+        isinstance(error.args[0], list) and error.args[0] else None
+    why = str(first[2]) if first else (error.strerror or str(error))
+    if "No space left" in why or getattr(error, "errno", None) == errno.ENOSPC:
+        why = "no space left on the device"
+    return OutputError(f"{work}: cannot make the working copy of the index ({why}); the index "
+                       "is unchanged")
+
+
+def fill_fts(store: MetadataStore, first_id: int) -> int:
+    """Index rows from `first_id` on in the full-text table; an index built before the table
+    existed gets it whole (every row), so `add` also upgrades old indexes to hybrid search."""
+    if not store.has_fts():
+        store.fts_create()
+        first_id = 0
+    return store.fts_fill(first_id)
+
+
+def _chunks(items: Iterable[Sentence], size: int) -> Iterator[list[Sentence]]:
+    """Consecutive lists of `size` items (the last one shorter): bounded memory."""
+    batch: list[Sentence] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

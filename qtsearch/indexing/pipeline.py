@@ -1,0 +1,393 @@
+"""Corpus → searchable index: read → embed → fit → faiss ∥ SQLite metadata + full-text table.
+
+Memory stays flat as the corpus grows: sentences are read into fixed-size shards (Parquet, with
+their source, line, document and position), each shard is embedded into an `.npy` file, a
+vector transform (`--fit`, qtsearch.index.transform) is fitted on a sample, and the index is
+trained on a sample and filled shard by shard with the transformed vectors. The metadata stage
+writes the rows and their full-text (FTS5) index. Only the final index itself grows.
+
+Builds are atomic and resumable. Everything is written into `<out>.partial/` with a small
+`state.json`; a rerun with the same corpus, model and options skips what is finished (reading,
+every embedded shard, the trained index), and the finished folder is renamed into place in one
+step, so no reader ever sees half an index. `--overwrite` keeps the old index until the new one
+is complete. Appending (`build.append`) and derived builds (`build.derive`) swap in the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from qtsearch.app.build_progress import Progress
+from qtsearch.core.config import save_config
+from qtsearch.core.errors import IndexError_, InputError, Interrupted, OutputError, UsageError
+from qtsearch.encoders.base import FolderEncoder
+from qtsearch.encoders.corpus_words import prepare_corpus_words, refines
+from qtsearch.encoders.neural import Encoder
+from qtsearch.encoders.registry import load_encoder
+from qtsearch.index import bm25
+from qtsearch.index.folder import file_checksum, folder_bytes, swap_in
+from qtsearch.index.lock import writer_lock
+from qtsearch.index.manifest import compose_manifest, now, read_manifest, write_manifest
+from qtsearch.index.names import (
+    CONFIG_FILE,
+    INDEX_FILE,
+    INDEX_TYPES,
+    MANIFEST,
+    META_FILE,
+    PARQUET_FILE,
+)
+from qtsearch.index.store import MetadataStore
+from qtsearch.index.transform import (
+    FIT_SAMPLE,
+    TRANSFORM_FILE,
+    TRANSFORM_JSON,
+    VectorTransform,
+    auto_fit,
+    canonical_fit,
+)
+from qtsearch.indexing import shards as shard_files
+from qtsearch.indexing.config import IndexConfig, default_out
+from qtsearch.indexing.index_stage import IndexStage, build_fields, manifest_fields
+from qtsearch.indexing.state import PARALLEL_MIN_CPUS, SHARDS, STATE_FILE, BuildState
+from qtsearch.indexing.tokens import shard_inputs
+from qtsearch.text.reader import check_docs, check_format, list_files, read_sentences
+
+if TYPE_CHECKING:
+    from qtsearch.encoders.registry import ExternalEncoder
+
+    AnyEncoder = Encoder | ExternalEncoder
+
+#: Without --split-sentences, a corpus of at least WRAPPED_MIN_LINES lines more than
+#: WRAPPED_SHARE of which run on into the next line (no sentence end, and the next line starts
+#: in lower case) gets a warning. A line without a full stop alone is no sign: SICK and
+#: caption files hold one sentence a line with none. Measured share in ../shared/data: 43-74%
+#: in the first five Gutenberg books; under 1% in Wikipedia, WikiText-2, Multi30k captions and
+#: the STS/SICK/MSRP/TREC pools of the relevance benchmark.
+SENTENCE_END = re.compile(r"""[.!?…:;"'”’»)\]]\s*$""")
+WRAPPED_SHARE = 0.25
+WRAPPED_MIN_LINES = 50
+#: Seed of the sample the vector transform is fitted on (the index trains on seed 0).
+FIT_SEED = 2
+
+
+@dataclass
+class BuildResult:
+    """What a build produced, for the summary table and for callers."""
+
+    path: Path
+    manifest: dict[str, Any]
+    resumed: list[str] = field(default_factory=list)  # what a rerun could skip
+    bytes_on_disk: int = 0
+    #: a mean model's words this run embedded: tokens, composed (from word pieces), unknown
+    words: dict[str, int] | None = None
+
+
+def model_spec(encoder: AnyEncoder) -> str:
+    """What the manifest records for `load_encoder` to reload the model: a model folder's
+    absolute path, or an encoder's name (minilm, model2vec, glove)."""
+    return encoder.path if isinstance(encoder.path, str) else str(Path(encoder.path).resolve())
+
+
+class Builder:
+    """One build of one index folder; `run()` does (or resumes) every stage."""
+
+    #: How long `run` waits for another writer of the folder (qtsearch.index.lock).
+    wait: float | None = 0.0
+
+    def __init__(self, config: IndexConfig, progress: bool = True, console: Any = None):
+        if config.shard_size < 1 or config.batch_size < 1:
+            raise UsageError("--shard-size and --batch-size must be at least 1")
+        if config.index != "auto" and config.index not in INDEX_TYPES:
+            raise UsageError(f"--index must be auto or one of {', '.join(INDEX_TYPES)}, "
+                             f"not {config.index!r}")
+        check_format(config.input_format)
+        check_docs(config.docs)
+        self.config = config
+        self.out = Path(config.out) if config.out else default_out(config.corpus)
+        self.partial = self.out.with_name(self.out.name + ".partial")
+        self.shards = self.partial / SHARDS
+        self.progress = Progress(progress, console)
+        self.state = BuildState(self.partial)
+        self.fit = canonical_fit(config.fit)
+        self.transform: VectorTransform | None = None
+        self.words: dict[str, int] | None = None  # BuildResult.words
+
+    # -- checks before any work ------------------------------------------------------------
+    def _check_output(self) -> None:
+        if not self.out.exists():
+            return
+        if not self.config.overwrite:
+            raise OutputError(f"{self.out}: already exists (use --overwrite to replace it, or "
+                              f"--out for another folder)")
+        if not self.out.is_dir() or not (
+                (self.out / MANIFEST).is_file() or not any(self.out.iterdir())):
+            raise OutputError(f"{self.out}: exists and is not a qtsearch index; refusing to "
+                              f"replace it")
+
+    def _resume_key(self, corpus: list[dict[str, Any]], encoder: AnyEncoder) -> str:
+        """What the spooled shards depend on: same key → the shards can be reused."""
+        c = self.config
+        basis = {"corpus": [(x["path"], x["sha256"]) for x in corpus],
+                 "model": encoder.fingerprint, "split": c.split_sentences,
+                 "format": c.input_format, "docs": c.docs, "passage_words": c.passage_words,
+                 "fields": (c.id_field, c.title_field, c.text_field),
+                 "shard_size": c.shard_size, "batch_size": c.batch_size,
+                 "precision": c.precision, "device": str(encoder.device.type)}
+        return hashlib.sha256(repr(sorted(basis.items())).encode()).hexdigest()[:16]
+
+    # -- stages ----------------------------------------------------------------------------
+    def _read(self, files: list[Path]) -> None:
+        """Stream sentences into Parquet row shards of `shard_size` (resumes from scratch:
+        reading is cheap next to embedding)."""
+        c = self.config
+        t0 = time.perf_counter()
+        sizes = {str(f): f.stat().st_size for f in files}
+        n, shard, buf = 0, 0, []
+        current = None
+        open_ends = 0  # lines that run on into the next one (one-a-line input only)
+        run_on = False  # the previous line did not end like a sentence
+        with self.progress.stage("read", sum(sizes.values()) / 1e6, "MB") as advance:
+            for s in read_sentences([str(f) for f in files], **c.read_options()):
+                if not c.split_sentences and s.title is None:  # WikiExtractor is split
+                    open_ends += run_on and s.text[:1].islower()
+                    run_on = not SENTENCE_END.search(s.text)
+                if s.source != current:
+                    if current is not None:
+                        advance(sizes.get(current, 0) / 1e6)
+                    current = s.source
+                buf.append(s)
+                if len(buf) == c.shard_size:
+                    shard_files.write_rows(shard_files.rows_path(self.shards, shard), buf, n)
+                    n += len(buf)
+                    shard += 1
+                    buf = []
+            if buf:
+                shard_files.write_rows(shard_files.rows_path(self.shards, shard), buf, n)
+                n += len(buf)
+                shard += 1
+            advance(sizes.get(current or "", 0) / 1e6)
+        if n >= WRAPPED_MIN_LINES and open_ends > WRAPPED_SHARE * n:
+            self.progress.note(
+                f"read: warning: {open_ends / n:.0%} of the {n:,} lines end mid-sentence: this "
+                f"looks like wrapped running text; add --split-sentences to index sentences "
+                f"rather than line fragments", warn=True)
+        self.state["read"] = {"count": n, "shards": shard}
+        self.state.timed("read", t0)
+
+    def _embed(self, encoder: AnyEncoder) -> None:
+        """Embed every shard not embedded yet. Our own models take the token path (length-sorted
+        batches of token ids, `Encoder.encode_ids`); any other encoder (MiniLM, model2vec,
+        GloVe: only `encode()`) is given each shard's texts.
+
+        Where `Encoder.tokenises_alongside`, the next shard is tokenised meanwhile, by worker
+        processes on every core (qtsearch.indexing.tokens; a thread for small builds): in the
+        main thread tokenising took 29 of the 43 s embedding stage of a 1M-sentence build on
+        an H100, the GPU idle meanwhile, and ~6% of the stage on 2 CPU cores."""
+        c = self.config
+        t0 = time.perf_counter()
+        count, shards = self.state["read"]["count"], self.state["read"]["shards"]
+        done = set(self.state["embedded"])
+        already = sum(shard_files.shard_rows(shard_files.rows_path(self.shards, i))
+                      for i in done)
+        fast = isinstance(encoder, FolderEncoder)  # ours: token ids
+
+        def texts(shard: int) -> list[str]:
+            return shard_files.read_texts(shard_files.rows_path(self.shards, shard))
+
+        todo = [i for i in range(shards) if i not in done]
+        if refines(encoder):  # words it composes move towards their passages: a first pass
+            with self.progress.stage("words", count, "sentences") as advance:
+                prepare_corpus_words(encoder, self.partial, map(texts, range(shards)), advance)
+        words = getattr(encoder, "counts", None)  # a mean model's: tokens composed, unknown
+        if words is not None:
+            words.reset()
+        with self.progress.stage("embed", count, "sentences") as advance, shard_inputs(
+                texts, todo, count - already, encoder if fast else None) as inputs:
+            advance(already)
+            for i, batch in zip(todo, inputs, strict=True):
+                embed = encoder.encode_ids if fast else encoder.encode
+                vectors = embed(batch, c.batch_size, normalize=True, progress=advance)
+                shard_files.write_npy(shard_files.emb_path(self.shards, i),
+                                      np.asarray(vectors, dtype=np.float32))
+                self.state["embedded"].append(i)
+                self.state.timed("embed", t0)
+                t0 = time.perf_counter()
+        self.state.timed("embed", t0)
+        if words is not None and words.tokens:
+            self.words = words.summary()
+            self.progress.note(words.line())
+
+    def _vectors(self) -> Iterator[np.ndarray]:
+        """The encoder's vectors, shard by shard (memory-mapped)."""
+        for i in range(self.state["read"]["shards"]):
+            yield np.load(shard_files.emb_path(self.shards, i), mmap_mode="r")
+
+    def _fit(self, preferred: str | None) -> None:
+        """Fit `--fit` on a fixed-seed sample of the embedded vectors and save it in the
+        folder (its time counts in the index stage, which it prepares)."""
+        t0 = time.perf_counter()
+        for name in (TRANSFORM_FILE, TRANSFORM_JSON):
+            (self.partial / name).unlink(missing_ok=True)
+        count = self.state["read"]["count"]
+        fit = self.fit if self.fit != "auto" else auto_fit(count, preferred)
+        if fit != "none" and count < 2:
+            self.progress.note(f"fit: {count} sentence cannot fit {fit}; vectors kept as "
+                               f"the encoder gives them", warn=True)
+        self.transform = None if count < 2 else VectorTransform.fit(
+            shard_files.sample_rows(self._vectors(), count, FIT_SAMPLE, FIT_SEED), fit)
+        if self.transform is not None:
+            self.transform.save(self.partial)
+        with self.state.lock:
+            self.state["transform"] = {
+                "requested": self.fit, **(self.transform.describe() if self.transform else {})}
+        self.state.timed("index", t0)
+
+    def _index(self, dim: int) -> None:
+        t0 = time.perf_counter()
+        read = self.state["read"]
+        stage = self._index_stage(read["count"], read["shards"])
+        info = stage.run(dim, self.config.index, self.config.device, self.partial / INDEX_FILE)
+        with self.state.lock:
+            self.state["index"] = info
+        self.state.timed("index", t0)
+
+    def _index_stage(self, count: int, shards: int) -> IndexStage:
+        """The index stage over the embedded shards (the Ray engine fills it on its workers)."""
+        return IndexStage(self._vectors, count, shards, self.progress, self.transform)
+
+    def _metadata(self) -> None:
+        t0 = time.perf_counter()
+        db = self.partial / META_FILE
+        for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+            stale.unlink(missing_ok=True)
+        count = self.state["read"]["count"]
+        with self.progress.stage("metadata", count, "rows") as advance, \
+                MetadataStore.create(db) as store:
+            for i in range(self.state["read"]["shards"]):
+                advance(store.insert_many(
+                    shard_files.read_rows(shard_files.rows_path(self.shards, i))))
+            if store.count() != count:
+                raise IndexError_(f"{db}: holds {store.count():,} rows, expected {count:,}")
+            store.fts_create()
+            store.fts_fill(0)
+            store.checkpoint()
+            bm25.write_for(self.partial, db)  # the lexical leg's exact BM25 (qtsearch.index.bm25)
+            if self.config.parquet:
+                store.to_parquet(self.partial / PARQUET_FILE)
+        self.state.timed("metadata", t0)
+
+    def _stages(self, files: list[Path], encoder: AnyEncoder) -> None:
+        c = self.config
+        with self.progress:
+            if not self.state["read"]:
+                try:
+                    self._read(files)
+                except InputError:  # nothing worth resuming yet: leave no trace
+                    shutil.rmtree(self.partial, ignore_errors=True)
+                    raise
+            self._embed(encoder)
+            refit = (self.state.get("transform") or {}).get("requested") != self.fit
+            if refit:
+                self._fit(encoder.search.get("fit"))
+            else:
+                self.transform = VectorTransform.load(self.partial)
+            redo_index = refit or (self.state["index"] or {}).get("requested") != c.index
+            dim = self.transform.out_dim if self.transform else encoder.dim
+            if (os.cpu_count() or 1) < PARALLEL_MIN_CPUS:
+                if redo_index:
+                    self._index(dim)
+                self._metadata()
+                return
+            # SQLite inserts (Python, GIL-bound) overlap faiss training/adding (native code
+            # that releases the GIL): on a many-core machine the metadata stage is then free.
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                metadata = pool.submit(self._metadata)
+                try:
+                    if redo_index:
+                        self._index(dim)
+                finally:
+                    metadata.result()
+
+    def _manifest(self, encoder: AnyEncoder, corpus: list[dict[str, Any]]) -> dict[str, Any]:
+        c, info = self.config, self.state["index"]
+        return compose_manifest(
+            count=self.state["read"]["count"], **manifest_fields(info),
+            dim=self.transform.out_dim if self.transform else encoder.dim,
+            model_dim=encoder.dim,
+            transform=self.transform.describe() if self.transform else None,
+            metric="cosine",
+            model={"path": model_spec(encoder), "name": encoder.name,
+                   "fingerprint": encoder.fingerprint, "dim": encoder.dim},
+            corpus=corpus, split_sentences=c.split_sentences, input_format=c.input_format,
+            docs=c.docs, passage_words=c.passage_words,
+            record_fields=[c.id_field, c.title_field, c.text_field],
+            stages=dict(self.state["stages"]), created=now(), fts=True,
+            build={**build_fields(info), "embed_device": str(encoder.device),
+                   "shard_size": c.shard_size,
+                   "parallel_stages": (os.cpu_count() or 1) >= PARALLEL_MIN_CPUS})
+
+    # -- the whole build -------------------------------------------------------------------
+    def run(self) -> BuildResult:
+        """Build under the index's writer lock (qtsearch.index.lock; `self.wait` as its
+        `wait`), so a second build or add of the same folder waits or is refused."""
+        made = not self.out.parent.exists()
+        self.out.parent.mkdir(parents=True, exist_ok=True)  # the lock file lives there
+        try:
+            with writer_lock(self.out, wait=self.wait,
+                             on_wait=lambda line: self.progress.note(line, warn=True)):
+                return self._run()
+        except BaseException:
+            if made:  # leave no empty folder behind a failed first build
+                with contextlib.suppress(OSError):
+                    self.out.parent.rmdir()
+            raise
+
+    def _run(self) -> BuildResult:
+        c = self.config
+        self._check_output()
+        files = list_files(c.corpus)
+        encoder = load_encoder(c.model, device=c.device, precision=c.precision)
+        corpus = [file_checksum(f) for f in files]
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        resumed = self.state.load(self._resume_key(corpus, encoder), c.index, self.fit,
+                                  (self.partial / PARQUET_FILE).exists(), c.parquet)
+        if resumed:
+            self.progress.note(f"resuming {self.partial}: {', '.join(resumed)} already done")
+        if self.state.get("finished"):  # killed between finishing and renaming
+            manifest = read_manifest(self.partial)
+        else:
+            try:
+                self._stages(files, encoder)
+            except KeyboardInterrupt:
+                raise Interrupted(self.state.interrupted()) from None
+            manifest = self._manifest(encoder, corpus)
+            save_config(c, self.partial / CONFIG_FILE)
+            write_manifest(self.partial, manifest)
+            with self.state.lock:
+                self.state["finished"] = True
+            self.state.save()
+        shutil.rmtree(self.shards, ignore_errors=True)  # also when a kill interrupted this
+        swap_in(self.partial, self.out)
+        (self.out / STATE_FILE).unlink()  # after the rename, so a kill before it can resume
+        return BuildResult(self.out, manifest, resumed, folder_bytes(self.out), self.words)
+
+
+def build_index(config: IndexConfig, progress: bool = True, console: Any = None,
+                wait: float | None = 0.0) -> BuildResult:
+    """Build (or resume building) the index described by `config`; `wait`: how long to wait
+    for another writer of the same folder (0: refuse at once, None: as long as it takes)."""
+    builder = Builder(config, progress, console)
+    builder.wait = wait
+    return builder.run()

@@ -1,1 +1,0 @@
-"""Encoders, the Quick-Thoughts objective and model-folder I/O."""

@@ -1,2 +1,0 @@
-"""Queries over an index folder: nearest neighbours, analogies, context.
-"""

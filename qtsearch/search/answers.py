@@ -1,0 +1,55 @@
+"""Answers to many queries at once, as `qtsearch search --json` prints them and `qtsearch serve`
+returns them: one {query, hits, note, error} per query, in order. A query that is itself at
+fault (empty; in semantic mode, only unknown words) gets its error and the others are still
+answered; anything wrong with the whole request (mode, filters, k) raises."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from qtsearch.core.errors import InputError, QTSearchError
+from qtsearch.search.hits import Results
+
+if TYPE_CHECKING:  # the CLI imports this module before it needs faiss and torch
+    from qtsearch.search.engine import Index
+    from qtsearch.search.rerank import Reranker
+
+#: One query's answer: the query, its hits (None after an error) and its error (or None).
+Answer = tuple[str | int, Results | None, QTSearchError | None]
+
+
+def answer_queries(index: Index, queries: Sequence[str], k: int, mode: str | None = None,
+                   where: Mapping[str, str | int] | None = None,
+                   rerank: Reranker | None = None, by: str = "passage") -> list[Answer]:
+    """Each query searched on its own, so that one bad query fails alone (`by`: passages
+    or documents, as `Index.search`)."""
+    answers: list[Answer] = []
+    for q in queries:
+        try:
+            answers.append((q, index.search([q], k, mode, where, rerank, by)[0], None))
+        except InputError as e:  # this query's fault: answer the others
+            answers.append((q, None, e))
+    return answers
+
+
+def answer_ids(index: Index, ids: Sequence[int], k: int,
+               where: Mapping[str, str | int] | None = None) -> list[Answer]:
+    """The neighbours of stored sentences (each left out of its own list); an unknown id
+    fails the whole request (InputError), as it names nothing to search for."""
+    results = index.search_ids(ids, k, where=where)
+    return [(i, hits, None) for i, hits in zip(ids, results, strict=True)]
+
+
+def answer_analogy(index: Index, a: str, b: str, c: str, k: int,
+                   keep_inputs: bool = False) -> Answer:
+    """Sentences D with A : B :: C : D, under the query "A : B :: C : ?"."""
+    return (f"{a} : {b} :: {c} : ?", index.analogy(a, b, c, k, exclude_inputs=not keep_inputs),
+            None)
+
+def answer_json(query: str | int, hits: Results | None,
+                error: Exception | None = None) -> dict[str, Any]:
+    """One answer in its JSON shape: {query, hits, note, error}; after an error the hits are
+    empty and `error` is the message (the same line the CLI prints)."""
+    return {"query": query, "hits": [h.to_dict() for h in hits or []],
+            "note": getattr(hits, "note", None), "error": str(error) if error else None}

@@ -1,0 +1,400 @@
+"""Query an index: nearest sentences to new sentences, to stored sentences, and analogies.
+
+`Index.open(folder)` loads the encoder, the vector backend (qtsearch.index.backend), the fitted
+vector transform when the index has one, and the metadata store once. A search runs in one of
+MODES: `semantic` (vectors: one encoding, one vector search), `lexical` (BM25 over the store's
+full-text table, qtsearch.search.lexical) or `hybrid` (both legs, fused by qtsearch.search.fusion;
+the lexical leg runs in a thread beside the encoding). Vectors are L2-normalised and ranked by
+inner product, so a semantic score is a cosine similarity (approximate for quantised index
+types). `where` filters on metadata columns (qtsearch.search.filters) with exact results.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from qtsearch.core.errors import IndexError_, InputError, UsageError
+from qtsearch.encoders.neural import Encoder
+from qtsearch.index import INDEX_FILE, META_FILE, read_manifest
+from qtsearch.index.backend import VectorBackend, open_backend, search_subset
+from qtsearch.index.store import MetadataStore
+from qtsearch.index.transform import VectorTransform
+from qtsearch.search.analogy import analogy
+from qtsearch.search.filters import Filter, make_filter
+from qtsearch.search.fusion import (
+    CANDIDATES,
+    LEXICAL_WEIGHT,
+    Leg,
+    fuse,
+    settings_for,
+    with_feedback,
+)
+from qtsearch.search.hits import FETCH_PER_RESULT, UNITS, Hit, Record, Results, fold
+from qtsearch.search.lexical import LexicalSearch
+from qtsearch.search.opening import check_dims, model_for, read_through
+from qtsearch.search.rerank import Reranker
+from qtsearch.search.words import composed_note, note_for, unknown_words, vocabulary
+
+log = logging.getLogger("qtsearch")
+MODES = ("hybrid", "semantic", "lexical")
+#: The fusion of the hybrid mode, chosen on paraphrase retrieval (README, "Hybrid search").
+DEFAULT_FUSION = "convex"
+#: Queries are encoded one or a few at a time, where bf16 autocast costs more than it saves:
+#: one 19-token sentence took 5.5 ms with bf16 autocast and 1.2 ms in fp32 (tiny GRU, 1 core).
+#: The vectors differ from bf16-built index vectors by ~1e-3 in cosine: harmless for ranking.
+QUERY_PRECISION = "fp32"
+#: Sentences shown on either side of a hit by `context()` unless asked otherwise.
+CONTEXT_WINDOW = 2
+NO_FTS = ("has no full-text table, so it answers semantic search only; rebuild it with "
+          "`qtsearch build-index` to add lexical and hybrid search")
+
+
+class Index:
+    """An opened index folder: `search`, `search_ids`, `analogy` and `context`, callable from
+    many threads at once (`qtsearch serve` shares one between all its requests)."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any], encoder: Encoder,
+                 backend: VectorBackend, store: MetadataStore,
+                 transform: VectorTransform | None = None,
+                 lexical: LexicalSearch | None = None):
+        self.path = path
+        self.manifest = manifest
+        self.encoder = encoder
+        self.backend = backend
+        self.store = store
+        self.transform = transform
+        self.lexical = lexical
+        self.count = backend.ntotal
+        self.params = backend.params
+        self.set_params(manifest.get("index_params") or {})
+        self.default_mode = "hybrid" if lexical is not None else "semantic"
+        self.fusion = DEFAULT_FUSION
+        # BM25's weight in the convex fusion: the model's own when its folder records one,
+        # moved towards the passages' weight by the rows' mean length
+        mean_terms = lexical.bm25.avglen if lexical is not None and lexical.bm25 else None
+        settings = settings_for(float(encoder.search.get("lexical_weight", LEXICAL_WEIGHT)),
+                                mean_terms)
+        self.lexical_weight, self.feedback = settings.lexical_weight, settings.feedback
+        self._columns = store.columns()
+        # made here, not on first use, where concurrent first queries would each make one
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="qtsearch-lexical")
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, model: str | os.PathLike | Encoder | None = None,
+             device: str = "auto", params: dict[str, Any] | None = None,
+             precision: str = QUERY_PRECISION) -> Index:
+        """Open an index folder with the model it was built with (or `model`, which must be
+        that same model: vectors from another model are meaningless against this index).
+
+        `params` override the manifest's search-time parameters (e.g. {"nprobe": 32}).
+        """
+        folder = Path(path)
+        manifest = read_manifest(folder)
+        encoder = model_for(folder, manifest, model, device, precision)
+        transform = VectorTransform.load(folder)
+        backend = open_backend(folder / INDEX_FILE, encoder.device)
+        check_dims(folder, manifest, encoder, backend, transform)
+        store = MetadataStore.open(folder / META_FILE, readonly=True)
+        rows = store.count()
+        if rows != backend.ntotal:
+            store.close()
+            raise IndexError_(f"{folder}: the vector index holds {backend.ntotal:,} vectors "
+                              f"but the metadata {rows:,} rows; rebuild the index")
+        lexical = None
+        if store.has_fts():  # its own connection: the lexical leg runs in another thread
+            lexical = LexicalSearch(MetadataStore.open(folder / META_FILE, readonly=True))
+        else:
+            log.warning("%s %s", folder, NO_FTS)
+        index = cls(folder, manifest, encoder, backend, store, transform, lexical)
+        if params:
+            try:
+                index.set_params(params)
+            except IndexError_ as e:  # the user's override, not the index, is at fault
+                index.close()
+                raise UsageError(f"search parameters {params} do not apply to a "
+                                 f"{index.index_type} index ({index.manifest['index_key']}); "
+                                 "IVF takes nprobe, HNSW efSearch, refined IVF-PQ "
+                                 "also k_factor_rf") from e
+        return index
+
+    # -- configuration -----------------------------------------------------------------------
+
+    @property
+    def index_type(self) -> str:
+        return str(self.manifest.get("index_type", "?"))
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        """Apply search-time parameters by name (nprobe, efSearch, k_factor_rf)."""
+        self.backend.set_params(params)
+
+    def clamp(self, k: int) -> int:
+        if k < 1:
+            raise UsageError(f"k must be at least 1 (got {k})")
+        if k > self.count:
+            log.warning("k=%d is larger than the index (%d sentences); returning all of them",
+                        k, self.count)
+            return self.count
+        return k
+
+    def resolve_mode(self, mode: str | None) -> str:
+        """`mode`, or the index's default for None; refused when unknown or unsupported."""
+        mode = mode or self.default_mode
+        if mode not in MODES:
+            raise UsageError(f"unknown search mode {mode!r}; choose from {', '.join(MODES)}")
+        if mode != "semantic" and self.lexical is None:
+            raise IndexError_(f"{mode} search: {self.path} {NO_FTS}")
+        return mode
+
+    # -- queries ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _text(sentence: str) -> str:
+        if not isinstance(sentence, str):
+            raise UsageError(f"a query must be a string, not {type(sentence).__name__}")
+        text = sentence.strip()
+        if not text:
+            raise InputError("empty query: type a sentence")
+        return text
+
+    def _check_query(self, sentence: str) -> str:
+        text = self._text(sentence)
+        if self.encoder.known_words(text) == 0:
+            raise InputError(f"query {text!r}: none of its words is in the model's vocabulary, "
+                             "so it has no meaningful vector")
+        return text
+
+    def embed(self, sentences: Sequence[str]) -> np.ndarray:
+        """Query vectors in the index's space [n, dim] (the model's vectors, normalised and
+        passed through the index's fitted transform); refuses empty and all-unknown queries."""
+        if isinstance(sentences, str):
+            sentences = [sentences]
+        return self._vectors([self._check_query(s) for s in sentences])
+
+    def _vectors(self, texts: list[str]) -> np.ndarray:
+        vectors = self.encoder.encode(texts, normalize=True)
+        return self.transform.apply(vectors) if self.transform is not None else vectors
+
+    def search_vectors(self, vectors: np.ndarray, k: int,
+                       where: Mapping[str, str | int] | None = None) -> list[Results]:
+        """Nearest stored sentences to vectors already in the index's space [n, dim]."""
+        k = self.clamp(k)
+        q = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, self.backend.d)
+        scores, ids = self._nearest(q, k, self.filter_for(where))
+        legs = [{int(i): float(s) for s, i in zip(sr, ir, strict=True) if i >= 0}
+                for sr, ir in zip(scores, ids, strict=True)]
+        return self._hits([(leg, {"semantic": leg}) for leg in legs])
+
+    def filter_for(self, where: Mapping[str, str | int] | None) -> Filter:
+        """The SQL condition for `where`; UsageError for an unknown column or bad value."""
+        return make_filter(where, self._columns)
+
+    def _nearest(self, q: np.ndarray, k: int, flt: Filter) -> tuple[np.ndarray, np.ndarray]:
+        if not flt:
+            return self.backend.search(q, k)
+        return search_subset(self.backend, q, k, self.store.ids_where(flt.clause, flt.params))
+
+    def search(self, sentences: str | Sequence[str], k: int = 10, mode: str | None = None,
+               where: Mapping[str, str | int] | None = None,
+               rerank: Reranker | None = None, by: str = "passage") -> list[Results]:
+        """The k best stored sentences (passages) or documents for each query, best first.
+
+        `mode`: one of MODES (None: hybrid where the index has a full-text table, else
+        semantic). `where`: metadata filters, column -> value, AND-ed (e.g. {"source":
+        "emma.txt"}). `rerank`: re-score the first `rerank.depth` hits with its encoder
+        (qtsearch.search.rerank). `by`: one of UNITS; "doc" ranks documents by their best
+        passage, each hit then carries the document's other matching `passages`. A text
+        stored more than once is shown once. A query most of whose words the model does not
+        know is searched lexically only in hybrid mode, and its Results carry a `note`."""
+        if by not in UNITS:
+            raise UsageError(f"unknown result unit {by!r}; choose from {', '.join(UNITS)}")
+        k = self.clamp(k)
+        if rerank is not None:  # the first stage's `depth` best, each text (document) once
+            texts = [sentences] if isinstance(sentences, str) else list(sentences)
+            return rerank(texts, self.search(texts, max(k, rerank.depth), mode, where,
+                                             by=by), k)
+        fetch = min(self.count, k * FETCH_PER_RESULT[by] + 10)
+        while True:
+            found = self._search(sentences, fetch, mode, where)
+            folded = [fold(results, k, by) for results in found]
+            # a list folded below k while its leg had more to give: fetch deeper (rare: many
+            # copies of one text, or one document's passages filling the list)
+            if fetch >= self.count or all(len(f) >= k or len(r) < fetch
+                                          for f, r in zip(folded, found, strict=True)):
+                return folded
+            fetch = min(self.count, fetch * 4)
+
+    def _search(self, sentences: str | Sequence[str], k: int, mode: str | None,
+                where: Mapping[str, str | int] | None) -> list[Results]:
+        mode = self.resolve_mode(mode)
+        texts = [self._text(s) for s in ([sentences] if isinstance(sentences, str) else sentences)]
+        flt = self.filter_for(where)
+        fetch = max(k, min(CANDIDATES, self.count)) if mode == "hybrid" else k
+        # the lexical leg first (the longer one at 1M): its thread runs beside all that follows
+        lexical = self._lexical_legs(texts, fetch, flt, mode) if mode != "semantic" else None
+        unknown = [unknown_words(self.encoder, t) if mode != "lexical" else [] for t in texts]
+        notes = [note_for(t, u, mode) for t, u in zip(texts, unknown, strict=True)]
+        if mode == "semantic":
+            for t in texts:
+                self._check_query(t)  # a query of unknown words only has no vector at all
+        vector_rows = [i for i, t in enumerate(texts) if mode == "semantic" or (
+            mode == "hybrid" and notes[i] is None and self.encoder.known_words(t) > 0)]
+        semantic: dict[int, Leg] = {}
+        vectors = self._vectors([texts[i] for i in vector_rows]) if vector_rows else None
+        lex: list[Leg] = []
+        if vectors is not None and mode == "hybrid" and self.feedback > 0 and lexical:
+            lex = lexical()
+            vectors = with_feedback(vectors, [lex[row] for row in vector_rows],
+                                    self.backend.reconstruct, self.feedback)
+        if vectors is not None:
+            scores, ids = self._nearest(vectors, fetch, flt)
+            for row, sr, ir in zip(vector_rows, scores, ids, strict=True):
+                semantic[row] = {int(i): float(s) for s, i in zip(sr, ir, strict=True) if i >= 0}
+        if lexical is not None and not lex:
+            lex = lexical()
+        ranked = []
+        for row in range(len(texts)):
+            if mode == "semantic":
+                ranked.append((semantic[row], {"semantic": semantic[row]}))
+            elif row not in semantic:
+                ranked.append((lex[row], {"lexical": lex[row]}))
+            else:
+                ranked.append(self._fuse(semantic[row], lex[row], fetch,
+                                         vectors[vector_rows.index(row)]))
+        # a query leaning on composed words keeps its semantic leg; its note says so
+        return self._hits(ranked, k, [n or composed_note(self.encoder, t, mode)
+                                      for n, t in zip(notes, texts, strict=True)])
+
+    def _lexical_legs(self, texts: list[str], fetch: int, flt: Filter,
+                      mode: str) -> Callable[[], list[Leg]]:
+        """The lexical leg of every query: in hybrid mode started in the worker thread, to
+        run beside the encoding; in lexical mode here (nothing to overlap with)."""
+        assert self.lexical is not None
+        lexical = self.lexical
+
+        def run() -> list[Leg]:
+            return [dict(lexical.search(t, fetch, flt.clause, flt.params)) for t in texts]
+
+        if mode == "lexical":
+            legs = run()
+            return lambda: legs
+        return self._pool.submit(run).result
+
+    def _fuse(self, semantic: Leg, lexical: Leg, fetch: int,
+              q: np.ndarray) -> tuple[Leg, dict[str, Leg]]:
+        def cosine_of(ids: list[int]) -> np.ndarray | None:
+            stored = self.backend.reconstruct(np.asarray(ids, dtype=np.int64))
+            return None if stored is None else stored @ q
+
+        return fuse(self.fusion, semantic, lexical, len(lexical) < fetch, cosine_of,
+                    self.lexical_weight)
+
+    def _hits(self, ranked: list[tuple[Leg, dict[str, Leg]]], k: int | None = None,
+              notes: Sequence[str | None] | None = None) -> list[Results]:
+        """Hits with their metadata, `k` per query, from each query's fused ranking and the
+        per-leg scores."""
+        tops = [list(order)[:k] for order, _ in ranked]
+        rows = self.store.get(sorted({i for top in tops for i in top}))
+        results = []
+        for n, (top, (order, legs)) in enumerate(zip(tops, ranked, strict=True)):
+            hits = [Hit(**rows[i], score=order[i],
+                        legs={name: leg[i] for name, leg in legs.items() if i in leg})
+                    for i in top if i in rows]
+            results.append(Results(hits, notes[n] if notes else None))
+            if notes and notes[n]:
+                log.warning("%s", notes[n])
+        return results
+
+    def get(self, ids: Sequence[int]) -> list[Record]:
+        """Stored sentences by id, in the order asked; an unknown id is an InputError."""
+        wanted = [self._check_id(i) for i in ids]
+        rows = self.store.get(wanted)
+        return [Record(**rows[i]) for i in wanted]
+
+    def _check_id(self, i: int) -> int:
+        try:
+            n = int(i)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"{i!r} is not a sentence id") from e
+        if not 0 <= n < self.count:
+            raise InputError(f"no sentence with id {n} (ids run from 0 to {self.count - 1})")
+        return n
+
+    def search_ids(self, ids: Sequence[int], k: int = 10, exclude_self: bool = True,
+                   where: Mapping[str, str | int] | None = None) -> list[Results]:
+        """The k nearest neighbours of stored sentences (each one left out of its own list
+        unless `exclude_self` is False). The stored text is re-encoded, which gives the exact
+        vector for every index type, quantised ones included."""
+        records = self.get(ids)
+        k = self.clamp(k)
+        vectors = self._vectors([r.text for r in records])
+        extra = 1 if exclude_self and k < self.count else 0
+        results = self.search_vectors(vectors, k + extra, where)
+        if exclude_self:
+            results = [Results([h for h in hits if h.id != r.id][:k])
+                       for r, hits in zip(records, results, strict=True)]
+        return results
+
+    def analogy(self, a: str, b: str, c: str, k: int = 10,
+                exclude_inputs: bool = True) -> Results:
+        """Sentences d with a : b :: c : d (qtsearch.search.analogy)."""
+        return analogy(self, a, b, c, k, exclude_inputs)
+
+    def context(self, id: int, window: int = CONTEXT_WINDOW) -> list[Record]:
+        """The sentence `id` with up to `window` sentences before and after it in its document."""
+        if window < 0:
+            raise UsageError(f"window must be 0 or more (got {window})")
+        (record,) = self.get([id])
+        return [Record(**row) for row in self.store.context(record.doc, record.position, window)]
+
+    def warm_up(self, wait: bool = False) -> None:
+        """Run one throw-away query of each leg (torch, faiss and the lexical thread start
+        lazily: hundreds of ms). Then in a background thread (`wait`: until done) count the
+        index's words, stem the model's, compute the encoder's per-word projections, read the
+        store and the backend's files into the page cache (cold 1M HNSW: ~90 ms a query)."""
+        self.backend.search(self._vectors(["warm up"]), 1)
+        if self.lexical is not None:  # the worker thread started, SQLite's FTS code paged in
+            self._lexical_legs(["warm up"], 1, make_filter(None, []), "hybrid")()
+        files = [self.path / META_FILE, *self.backend.warm_files()]
+
+        def warm() -> None:
+            if self.lexical is not None:
+                self.lexical.learn_counts(vocabulary(self.encoder))
+            self.encoder.warm_up()
+            for f in files:
+                read_through(f)
+            self.backend.touch_pages()
+
+        reader = threading.Thread(target=warm, name="qtsearch-warm-up", daemon=True)
+        reader.start()
+        if wait:
+            reader.join()
+
+    def describe(self) -> str:
+        """One line for humans: size, index type, parameters, model and search mode."""
+        params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                           for k, v in self.params.items())
+        model = (self.manifest.get("model") or {}).get("name") or self.encoder.name
+        return (f"{self.count:,} sentences, {self.index_type} index"
+                f"{f' ({params})' if params else ''}, model {model} ({self.encoder.dim}-d), "
+                f"{self.default_mode} search")
+
+    def close(self) -> None:
+        self._pool.shutdown()
+        if self.lexical is not None:
+            self.lexical.store.close()
+        self.store.close()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

@@ -1,0 +1,1 @@
+"""Labelled sentence pairs for supervised training: NLI (SNLI/MultiNLI) and paraphrase pairs."""

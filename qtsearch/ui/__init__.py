@@ -1,2 +1,0 @@
-"""Interactive front ends: the query shell.
-"""
