@@ -105,7 +105,8 @@ def _main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     try:
         if _launcher_needed(argv):
-            from qtsearch.training.distributed import env_rank, launch, nproc_option
+            from qtsearch.app.launch import launch, nproc_option
+            from qtsearch.training.distributed import env_rank
 
             if env_rank() != 0:  # a torchrun job: its first process alone prints results
                 _drop_stdout()

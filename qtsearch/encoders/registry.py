@@ -6,25 +6,21 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TypeAlias
 
 from qtsearch.core.device import check_device, resolve_device
 from qtsearch.core.errors import ModelError
 from qtsearch.core.paths import cache_dir
 from qtsearch.encoders.base import SentenceEncoder, default_model_path
+from qtsearch.encoders.baselines import GloveBow, MiniLM
 from qtsearch.encoders.files import PIECES, config_fields, fingerprint, read_config
+from qtsearch.encoders.mean import MeanEncoder
+from qtsearch.encoders.neural import Encoder
+from qtsearch.encoders.static import Model2Vec
 
-if TYPE_CHECKING:
-    from typing import TypeAlias
-
-    from qtsearch.encoders.baselines import GloveBow, MiniLM
-    from qtsearch.encoders.mean import MeanEncoder
-    from qtsearch.encoders.neural import Encoder
-    from qtsearch.encoders.static import Model2Vec
-
-    #: Encoders loaded by name (`load_external`): `name`, `dim`, `fingerprint`, `path` (the
-    #: name), `device`, `encode`, `known_words`, `warm_up` like `Encoder`, but no token ids.
-    ExternalEncoder: TypeAlias = MiniLM | Model2Vec | GloveBow
+#: Encoders loaded by name (`load_external`): `name`, `dim`, `fingerprint`, `path` (the name),
+#: `device`, `encode`, `known_words`, `warm_up` like `Encoder`, but no token ids.
+ExternalEncoder: TypeAlias = MiniLM | Model2Vec | GloveBow
 
 #: Names `resolve_encoders` understands besides model folder paths.
 BASELINE_NAMES = ("glove", "minilm", "model2vec", "random", "random:<model folder>", "default")
@@ -56,21 +52,15 @@ def load_encoder(
     if config_fields(read_config(folder)).encoder == "mean" and (
             device == "cpu" or (folder / PIECES).is_file()
             or resolve_device(device).type == "cpu"):
-        from qtsearch.encoders.mean import MeanEncoder
-
         return MeanEncoder(folder)
     return Encoder(folder, device=device, precision=precision)
 
 
 def load_external(name: str, device: str = "auto") -> ExternalEncoder:
     """One of EXTERNAL_ENCODERS by name; a ModelError names the extra to install if absent."""
-    from qtsearch.encoders.baselines import GloveBow, MiniLM
-
     if name == "minilm":
         return MiniLM(device=device)
     if name == "model2vec":
-        from qtsearch.encoders.static import Model2Vec
-
         return Model2Vec(device=device)
     if name == "glove":
         return GloveBow()
@@ -89,9 +79,6 @@ def random_like(model_path: str | os.PathLike | None, seed: int = 0, device: str
     """
     import torch
 
-    from qtsearch.encoders.base import default_model_path
-    from qtsearch.encoders.files import read_config
-    from qtsearch.encoders.neural import Encoder
     from qtsearch.encoders.nn.folder import build_model, encoder_config, load_model, save_model
     from qtsearch.encoders.pretrained import glove_matrix
 
@@ -119,8 +106,6 @@ def random_like(model_path: str | os.PathLike | None, seed: int = 0, device: str
 def resolve_encoder(spec: str, device: str = "auto") -> SentenceEncoder:
     """One encoder from a name: "glove", "minilm", "model2vec", "random[:<model folder>]",
     "default", or a model folder path. Raises ModelError when it cannot be loaded."""
-    from qtsearch.encoders.registry import EXTERNAL_ENCODERS, load_encoder, load_external
-
     if spec in EXTERNAL_ENCODERS:
         return load_external(spec, device)
     if spec == "random" or spec.startswith("random:"):

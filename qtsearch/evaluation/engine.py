@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from qtsearch.core.errors import UsageError
 from qtsearch.core.paths import data_root
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import l2_normalize
 from qtsearch.evaluation.registry import Registry
 from qtsearch.evaluation.store import VectorStore
@@ -254,16 +253,13 @@ def _store(encoder: SentenceEncoder, config: EvalConfig) -> VectorStore | None:
 
 
 def evaluate(encoders: Sequence[SentenceEncoder], config: EvalConfig,
-             console: Console | None = None, progress: bool = True,
-             tasks: list[Task] | None = None) -> EvalRun:
-    """Run every configured task for every encoder. Progress goes to `console` (stderr): a bar
-    while a task encodes and fits, then one line per task with its time."""
+             reporter: Reporter | None = None, tasks: list[Task] | None = None) -> EvalRun:
+    """Run every configured task for every encoder, reporting a stage while a task encodes and
+    one while it fits, then a note per task with its time."""
     tasks = tasks if tasks is not None else load_tasks(config)
+    reporter = reporter or Reporter()
     runs = []
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
-    with Progress(*columns, console=console or Console(stderr=True), disable=not progress,
-                  transient=True) as bar:
+    with reporter:
         for enc, name in zip(encoders, _unique_names(encoders), strict=True):
             cache = EmbeddingCache(enc, config.batch_size, _store(enc, config),
                                    config.unit_vectors)
@@ -271,18 +267,15 @@ def evaluate(encoders: Sequence[SentenceEncoder], config: EvalConfig,
             cpu = time.process_time()
             for task in tasks:
                 start = time.perf_counter()
-                b = bar.add_task(f"{name} · {task.name}: vectors",
-                                 total=len(cache.missing(task.sentences())) or None)
-                run.vectors[task.name] = cache.prepare(task.sentences(),
-                                                       lambda k, b=b: bar.advance(b, k))
-                bar.update(b, description=f"{name} · {task.name}", completed=0,
-                           total=task.steps())
-                run.results[task.name] = task.run(cache, tick=lambda b=b: bar.advance(b))
-                bar.remove_task(b)
+                with reporter.stage(f"{name} · {task.name}: vectors",
+                                    len(cache.missing(task.sentences())) or None,
+                                    keep=False) as bar:
+                    run.vectors[task.name] = cache.prepare(task.sentences(), bar)
+                with reporter.stage(f"{name} · {task.name}", task.steps(), keep=False) as bar:
+                    run.results[task.name] = task.run(cache, tick=lambda bar=bar: bar(1))
                 run.seconds[task.name] = time.perf_counter() - start
-                if progress:
-                    bar.console.print(f"[dim]{name} · {task.name}: {run.seconds[task.name]:.1f} s"
-                                      f" (vectors: {run.vectors[task.name]})[/dim]")
+                reporter.note(f"{name} · {task.name}: {run.seconds[task.name]:.1f} s"
+                              f" (vectors: {run.vectors[task.name]})")
             run.encode_seconds = cache.seconds
             run.cpu_seconds = time.process_time() - cpu
             runs.append(run)

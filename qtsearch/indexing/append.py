@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qtsearch.app.build_progress import Progress
 from qtsearch.core.errors import IndexError_, Interrupted, ModelError, OutputError
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.corpus_words import with_corpus_words
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.index import bm25
@@ -59,8 +59,8 @@ def split_option(manifest: dict[str, Any], split_sentences: bool | None) -> tupl
 
 def add_to_index(index_dir: str | os.PathLike, corpus: list[str],
                  split_sentences: bool | None = None, device: str = "auto",
-                 batch_size: int = 512, chunk: int = 50_000, progress: bool = True,
-                 console: Any = None, input_format: str = "auto", wait: float | None = 0.0,
+                 batch_size: int = 512, chunk: int = 50_000, reporter: Reporter | None = None,
+                 input_format: str = "auto", wait: float | None = 0.0,
                  allow_duplicates: bool = False,
                  on_note: Callable[[str], None] | None = None) -> AddResult:
     """Append the sentences of `corpus` to an existing index (see `_add`), holding the index's
@@ -72,8 +72,8 @@ def add_to_index(index_dir: str | os.PathLike, corpus: list[str],
     folder = Path(index_dir)
     read_manifest(folder)  # a missing or broken index fails here, before any lock file
     with writer_lock(folder, wait=wait, on_wait=on_note):
-        return _add(folder, corpus, split_sentences, device, batch_size, chunk, progress,
-                    console, input_format, allow_duplicates)
+        return _add(folder, corpus, split_sentences, device, batch_size, chunk, reporter,
+                    input_format, allow_duplicates)
 
 
 def duplicates(manifest: dict[str, Any], sums: list[dict[str, Any]]) -> dict[int, str]:
@@ -92,7 +92,7 @@ def duplicates(manifest: dict[str, Any], sums: list[dict[str, Any]]) -> dict[int
 
 
 def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: str,
-         batch_size: int, chunk: int, progress: bool, console: Any, input_format: str,
+         batch_size: int, chunk: int, reporter: Reporter | None, input_format: str,
          allow_duplicates: bool) -> AddResult:
     """Append the sentences of `corpus` to an existing index with the index's own model.
 
@@ -141,7 +141,7 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
             n = start
             sentences = read_sentences([str(f) for f in files], split=split_sentences,
                                        fmt=input_format, **manifest_read_options(manifest))
-            with Progress(progress, console) as bars, bars.stage("add", None, "sentences") as adv:
+            with reporter or Reporter() as bars, bars.stage("add", None, "sentences") as adv:
                 for batch in _chunks(sentences, chunk):
                     vectors = encoder.encode([b.text for b in batch], batch_size,
                                              normalize=True, progress=adv)

@@ -10,12 +10,12 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from qtsearch.core.config import save_config
 from qtsearch.core.errors import UsageError
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.corpus_words import CORPUS_WORDS
 from qtsearch.index import bm25
 from qtsearch.index.faiss_backend import open_faiss_index
@@ -35,8 +35,8 @@ class _FromIndex(Builder):
     the index stage is the builder's own, so a derived index is the one `build-index --index
     TYPE --fit <the source's fit>` would make."""
 
-    def __init__(self, source: Path, config: IndexConfig, progress: bool, console: Any):
-        super().__init__(config, progress, console)
+    def __init__(self, source: Path, config: IndexConfig, reporter: Reporter | None):
+        super().__init__(config, reporter)
         self.source = source
         self.source_manifest = read_manifest(source)
         if self.source_manifest["index_type"] != "flat":
@@ -58,7 +58,7 @@ class _FromIndex(Builder):
         n, step = int(self.vectors.ntotal), self.config.shard_size
         self.state.update({"read": {"count": n, "shards": -(-n // step)}, "index": None,
                            "stages": dict.fromkeys(STAGES, 0.0)})
-        with self.progress:
+        with self.reporter:
             self._index(int(self.source_manifest["dim"]))
         t0 = time.perf_counter()
         for name in (META_FILE, PARQUET_FILE, TRANSFORM_FILE, TRANSFORM_JSON, CORPUS_WORDS):
@@ -89,8 +89,8 @@ class _FromIndex(Builder):
 
 
 def build_from_index(source: str | os.PathLike, out: str | os.PathLike, index_type: str,
-                     device: str = "auto", overwrite: bool = False, progress: bool = True,
-                     console: Any = None) -> BuildResult:
+                     device: str = "auto", overwrite: bool = False,
+                     reporter: Reporter | None = None) -> BuildResult:
     """Build an `index_type` index folder at `out` from the vectors and metadata of the flat
     index `source`. Its manifest records the source under build.derived_from; its stages hold
     only the work done here."""
@@ -105,4 +105,4 @@ def build_from_index(source: str | os.PathLike, out: str | os.PathLike, index_ty
                          fit=(manifest.get("transform") or {}).get("spec", "none"))
     if Path(out).resolve() == folder.resolve():
         raise UsageError(f"{out}: the derived index must go to another folder than its source")
-    return _FromIndex(folder, config, progress, console).run()
+    return _FromIndex(folder, config, reporter).run()

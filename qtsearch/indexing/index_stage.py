@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from qtsearch.app.build_progress import Progress
+from qtsearch.core.progress import Reporter
 from qtsearch.index.choose import TARGET_RECALL, choose_index
 from qtsearch.index.faiss_backend import (
     FaissBuilder,
@@ -50,8 +50,8 @@ class IndexStage:
     the index holds them through `transform` (the fitted one, if any)."""
 
     def __init__(self, source: Callable[[], Iterator[np.ndarray]], count: int, shards: int,
-                 progress: Progress, transform: VectorTransform | None = None):
-        self.source, self.count, self.shards, self.progress = source, count, shards, progress
+                 reporter: Reporter, transform: VectorTransform | None = None):
+        self.source, self.count, self.shards, self.reporter = source, count, shards, reporter
         self.transform = transform
 
     def _out(self, x: np.ndarray) -> np.ndarray:
@@ -92,13 +92,13 @@ class IndexStage:
         the index to `path`; returns the build state's record of it."""
         n, shards = self.count, self.shards
         choice = choose_index(n, dim, requested)
-        self.progress.note(f"index: {choice.index_type} ({choice.key}): {choice.why}")
+        self.reporter.note(f"index: {choice.index_type} ({choice.key}): {choice.why}")
         device = resolve_faiss_device(device)
         params: dict[str, Any] = {}
         quality: dict[str, Any] = {}
         tune_s: float | None = None
         key, why = choice.key, choice.why
-        with self.progress.stage("index", shards + 2, "steps") as bar:
+        with self.reporter.stage("index", shards + 2, "steps") as bar:
             builder = self._fill(key, dim, device, choice.train_size, bar)
             if choice.index_type != "flat":
                 tune_start = time.perf_counter()  # the manifest says what tuning cost
@@ -114,7 +114,7 @@ class IndexStage:
                     why += (f"; {key} reached recall@{truth.k} {recall:.3f} < "
                             f"{TARGET_RECALL} on these vectors, so rebuilt as "
                             f"{choice.fallback_key}")
-                    self.progress.note(f"index: {key} recall@{truth.k} {recall:.3f} < "
+                    self.reporter.note(f"index: {key} recall@{truth.k} {recall:.3f} < "
                                        f"{TARGET_RECALL}: rebuilding as {choice.fallback_key}")
                     key = choice.fallback_key
                     bar.grow(shards + 1)
@@ -127,7 +127,7 @@ class IndexStage:
                         recall = measure_recall(builder.index, params, queries, truth,
                                                 builder.fold)
                 if recall < TARGET_RECALL:
-                    self.progress.note(
+                    self.reporter.note(
                         f"index: warning: {key} reaches recall@{truth.k} {recall:.3f} at "
                         f"best (target {TARGET_RECALL}); these vectors are hard to tell apart, "
                         f"--index flat is exact", warn=True)
@@ -139,7 +139,7 @@ class IndexStage:
         builder.write(path)
         fold = builder.fold
         if fold is not None and fold.nodes < fold.rows:
-            self.progress.note(f"index: {fold.rows:,} vectors, {fold.nodes:,} distinct: "
+            self.reporter.note(f"index: {fold.rows:,} vectors, {fold.nodes:,} distinct: "
                                f"copies share one graph node")
         return {"requested": requested, "type": choice.index_type, "key": key,
                 "params": params, "why": why, "recall": quality, "device": device,

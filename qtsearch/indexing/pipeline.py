@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from qtsearch.app.build_progress import Progress
 from qtsearch.core.config import save_config
 from qtsearch.core.errors import IndexError_, InputError, Interrupted, OutputError, UsageError
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import FolderEncoder
 from qtsearch.encoders.corpus_words import prepare_corpus_words, refines
 from qtsearch.encoders.neural import Encoder
@@ -106,7 +106,7 @@ class Builder:
     #: How long `run` waits for another writer of the folder (qtsearch.index.lock).
     wait: float | None = 0.0
 
-    def __init__(self, config: IndexConfig, progress: bool = True, console: Any = None):
+    def __init__(self, config: IndexConfig, reporter: Reporter | None = None):
         if config.shard_size < 1 or config.batch_size < 1:
             raise UsageError("--shard-size and --batch-size must be at least 1")
         if config.index != "auto" and config.index not in INDEX_TYPES:
@@ -118,7 +118,7 @@ class Builder:
         self.out = Path(config.out) if config.out else default_out(config.corpus)
         self.partial = self.out.with_name(self.out.name + ".partial")
         self.shards = self.partial / SHARDS
-        self.progress = Progress(progress, console)
+        self.reporter = reporter or Reporter()
         self.state = BuildState(self.partial)
         self.fit = canonical_fit(config.fit)
         self.transform: VectorTransform | None = None
@@ -158,7 +158,7 @@ class Builder:
         current = None
         open_ends = 0  # lines that run on into the next one (one-a-line input only)
         run_on = False  # the previous line did not end like a sentence
-        with self.progress.stage("read", sum(sizes.values()) / 1e6, "MB") as advance:
+        with self.reporter.stage("read", sum(sizes.values()) / 1e6, "MB") as advance:
             for s in read_sentences([str(f) for f in files], **c.read_options()):
                 if not c.split_sentences and s.title is None:  # WikiExtractor is split
                     open_ends += run_on and s.text[:1].islower()
@@ -179,7 +179,7 @@ class Builder:
                 shard += 1
             advance(sizes.get(current or "", 0) / 1e6)
         if n >= WRAPPED_MIN_LINES and open_ends > WRAPPED_SHARE * n:
-            self.progress.note(
+            self.reporter.note(
                 f"read: warning: {open_ends / n:.0%} of the {n:,} lines end mid-sentence: this "
                 f"looks like wrapped running text; add --split-sentences to index sentences "
                 f"rather than line fragments", warn=True)
@@ -208,12 +208,12 @@ class Builder:
 
         todo = [i for i in range(shards) if i not in done]
         if refines(encoder):  # words it composes move towards their passages: a first pass
-            with self.progress.stage("words", count, "sentences") as advance:
+            with self.reporter.stage("words", count, "sentences") as advance:
                 prepare_corpus_words(encoder, self.partial, map(texts, range(shards)), advance)
         words = getattr(encoder, "counts", None)  # a mean model's: tokens composed, unknown
         if words is not None:
             words.reset()
-        with self.progress.stage("embed", count, "sentences") as advance, shard_inputs(
+        with self.reporter.stage("embed", count, "sentences") as advance, shard_inputs(
                 texts, todo, count - already, encoder if fast else None) as inputs:
             advance(already)
             for i, batch in zip(todo, inputs, strict=True):
@@ -227,7 +227,7 @@ class Builder:
         self.state.timed("embed", t0)
         if words is not None and words.tokens:
             self.words = words.summary()
-            self.progress.note(words.line())
+            self.reporter.note(words.line())
 
     def _vectors(self) -> Iterator[np.ndarray]:
         """The encoder's vectors, shard by shard (memory-mapped)."""
@@ -243,7 +243,7 @@ class Builder:
         count = self.state["read"]["count"]
         fit = self.fit if self.fit != "auto" else auto_fit(count, preferred)
         if fit != "none" and count < 2:
-            self.progress.note(f"fit: {count} sentence cannot fit {fit}; vectors kept as "
+            self.reporter.note(f"fit: {count} sentence cannot fit {fit}; vectors kept as "
                                f"the encoder gives them", warn=True)
         self.transform = None if count < 2 else VectorTransform.fit(
             shard_files.sample_rows(self._vectors(), count, FIT_SAMPLE, FIT_SEED), fit)
@@ -265,7 +265,7 @@ class Builder:
 
     def _index_stage(self, count: int, shards: int) -> IndexStage:
         """The index stage over the embedded shards (the Ray engine fills it on its workers)."""
-        return IndexStage(self._vectors, count, shards, self.progress, self.transform)
+        return IndexStage(self._vectors, count, shards, self.reporter, self.transform)
 
     def _metadata(self) -> None:
         t0 = time.perf_counter()
@@ -273,7 +273,7 @@ class Builder:
         for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
             stale.unlink(missing_ok=True)
         count = self.state["read"]["count"]
-        with self.progress.stage("metadata", count, "rows") as advance, \
+        with self.reporter.stage("metadata", count, "rows") as advance, \
                 MetadataStore.create(db) as store:
             for i in range(self.state["read"]["shards"]):
                 advance(store.insert_many(
@@ -290,7 +290,7 @@ class Builder:
 
     def _stages(self, files: list[Path], encoder: AnyEncoder) -> None:
         c = self.config
-        with self.progress:
+        with self.reporter:
             if not self.state["read"]:
                 try:
                     self._read(files)
@@ -346,7 +346,7 @@ class Builder:
         self.out.parent.mkdir(parents=True, exist_ok=True)  # the lock file lives there
         try:
             with writer_lock(self.out, wait=self.wait,
-                             on_wait=lambda line: self.progress.note(line, warn=True)):
+                             on_wait=lambda line: self.reporter.note(line, warn=True)):
                 return self._run()
         except BaseException:
             if made:  # leave no empty folder behind a failed first build
@@ -364,7 +364,7 @@ class Builder:
         resumed = self.state.load(self._resume_key(corpus, encoder), c.index, self.fit,
                                   (self.partial / PARQUET_FILE).exists(), c.parquet)
         if resumed:
-            self.progress.note(f"resuming {self.partial}: {', '.join(resumed)} already done")
+            self.reporter.note(f"resuming {self.partial}: {', '.join(resumed)} already done")
         if self.state.get("finished"):  # killed between finishing and renaming
             manifest = read_manifest(self.partial)
         else:
@@ -384,10 +384,10 @@ class Builder:
         return BuildResult(self.out, manifest, resumed, folder_bytes(self.out), self.words)
 
 
-def build_index(config: IndexConfig, progress: bool = True, console: Any = None,
+def build_index(config: IndexConfig, reporter: Reporter | None = None,
                 wait: float | None = 0.0) -> BuildResult:
     """Build (or resume building) the index described by `config`; `wait`: how long to wait
     for another writer of the same folder (0: refuse at once, None: as long as it takes)."""
-    builder = Builder(config, progress, console)
+    builder = Builder(config, reporter)
     builder.wait = wait
     return builder.run()

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from qtsearch.core.errors import ModelError, UsageError
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.corpus_words import prepare_corpus_words, refines, with_corpus_words
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.index import parts
@@ -154,7 +155,7 @@ class RayIndexStage(IndexStage):
     local build's sample, filled in parts, merged in shard order."""
 
     def __init__(self, builder: RayBuilder, count: int, shards: int):
-        super().__init__(builder._vectors, count, shards, builder.progress, builder.transform)
+        super().__init__(builder._vectors, count, shards, builder.reporter, builder.transform)
         self.builder = builder
 
     def _fill(self, key: str, dim: int, device: str, train_size: int,
@@ -189,9 +190,8 @@ class RayBuilder(Builder):
     """A build whose embedding and index filling run on Ray; every other stage is the local
     builder's."""
 
-    def __init__(self, config: IndexConfig, options: RayOptions, progress: bool = True,
-                 console: Any = None):
-        super().__init__(config, progress, console)
+    def __init__(self, config: IndexConfig, options: RayOptions, reporter: Reporter | None = None):
+        super().__init__(config, reporter)
         self.options = options
         self.pool: Pool | None = None
 
@@ -204,11 +204,11 @@ class RayBuilder(Builder):
         self.state["embedded"] = done
         todo = sorted(set(range(n_shards)) - set(done))
         if refines(encoder):  # the local build's first pass, here in the driver
-            with self.progress.stage("words", count, "sentences") as advance:
+            with self.reporter.stage("words", count, "sentences") as advance:
                 prepare_corpus_words(encoder, self.partial, (
                     shard_files.read_texts(shard_files.rows_path(self.shards, i))
                     for i in range(n_shards)), advance)
-        with self.progress.stage("embed", count, "sentences") as advance:
+        with self.reporter.stage("embed", count, "sentences") as advance:
             advance(sum(shard_files.shard_rows(shard_files.rows_path(self.shards, i))
                         for i in done))
             if todo:
@@ -259,7 +259,7 @@ class RayBuilder(Builder):
 
 
 def build_on(engine: str, config: IndexConfig, options: RayOptions | None = None,
-             progress: bool = True, console: Any = None,
+             reporter: Reporter | None = None,
              wait: float | None = 0.0) -> BuildResult:
     """Build (or resume building) the index described by `config` here (`local`, options
     left unset) or on a Ray cluster (`ray`)."""
@@ -269,7 +269,7 @@ def build_on(engine: str, config: IndexConfig, options: RayOptions | None = None
     if engine == "local":
         if options != RayOptions():
             raise UsageError("--address, --workers and --gpus-per-worker go with --engine ray")
-        return build_index(config, progress, console, wait)
-    builder = RayBuilder(config, options, progress, console)
+        return build_index(config, reporter, wait)
+    builder = RayBuilder(config, options, reporter)
     builder.wait = wait  # for another writer of the folder (qtsearch.index.lock)
     return builder.run()

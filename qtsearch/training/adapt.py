@@ -43,12 +43,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from rich.console import Console
 from torch import Tensor, nn
 
-from qtsearch.app.training_progress import Display
 from qtsearch.core.config import write_json_atomic
 from qtsearch.core.errors import InputError, Interrupted, UsageError
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.files import CONFIG, read_config
 from qtsearch.encoders.nn.folder import encoder_config, load_weights, save_model
 from qtsearch.encoders.nn.mean_words import MeanWords, in_scope
@@ -73,6 +72,7 @@ from qtsearch.training.adapt_corpus import (
     teacher_vectors,
 )
 from qtsearch.training.checkpoint import save_heads, save_state, writable_folder
+from qtsearch.training.distributed import first_rank_only
 from qtsearch.training.loop import Loop, RunConfig, RunResult, Runtime, Task
 from qtsearch.training.objectives.pairs import PairsTask
 from qtsearch.training.objectives.teacher import TeacherTask
@@ -253,7 +253,7 @@ class AdaptLoop(Loop):
             shutil.copyfile(pieces, pieces_path(self.out))
 
 
-def adapt_loop(config: AdaptConfig, progress: bool = True, console: Console | None = None,
+def adapt_loop(config: AdaptConfig, reporter: Reporter | None = None,
                started: float | None = None, resume: bool = False) -> AdaptLoop:
     """Everything of an adaptation but the running: corpus, vocabulary, encoder, tasks."""
     started = time.monotonic() if started is None else started
@@ -261,7 +261,7 @@ def adapt_loop(config: AdaptConfig, progress: bool = True, console: Console | No
     base = base_folder(config.model)
     base_config = read_config(base)
     cfg = encoder_config(base_config)
-    runtime, display = Runtime.of(config), Display(progress, console)
+    runtime, display = Runtime.of(config), first_rank_only(reporter)
     out = Path(config.out)
     if out.resolve() == base.resolve():
         raise UsageError(f"{out}: the output folder is the base model; choose another --out")
@@ -340,7 +340,7 @@ TEACHER_FILE = "adapt_teacher.npz"
 
 
 def teacher_task(config: AdaptConfig, corpus: Corpus, vocab: Vocab, max_len: int,
-                 encoder: nn.Module, runtime: Runtime, display: Display, out: Path,
+                 encoder: nn.Module, runtime: Runtime, display: Reporter, out: Path,
                  resume: bool) -> TeacherTask | None:
     """MiniLM's view of a corpus sample as a task (None: the budget encoded too few)."""
     sample = teacher_sample(corpus, config.teacher_sample, config.seed)
@@ -381,11 +381,11 @@ class AdaptResult:
         return text
 
 
-def adapt(config: AdaptConfig, resume: bool = False, progress: bool = True,
-          console: Console | None = None) -> AdaptResult:
+def adapt(config: AdaptConfig, resume: bool = False,
+          reporter: Reporter | None = None) -> AdaptResult:
     """Adapt the base model to `config.corpus` into `config.out` (a model folder)."""
     started = time.monotonic()
-    loop = adapt_loop(config, progress, console, started, resume)
+    loop = adapt_loop(config, reporter, started, resume)
     try:
         return AdaptResult(loop.run(resume), False)
     except Interrupted:

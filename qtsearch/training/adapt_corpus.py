@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from qtsearch.app.training_progress import Display
 from qtsearch.core.errors import InputError, ModelError
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.files import read_config
 from qtsearch.encoders.nn.folder import encoder_config
 from qtsearch.text import records
@@ -229,7 +229,7 @@ def teacher_sample(corpus: Corpus, size: int, seed: int) -> list[tuple[int, int]
     return [where[i] for i in order]
 
 
-def teacher_vectors(sentences: list[str], budget: float, device: str, display: Display
+def teacher_vectors(sentences: list[str], budget: float, device: str, display: Reporter
                     ) -> np.ndarray:
     """MiniLM's normalised vectors of `sentences` in order, as many as `budget` seconds allow
     (encoded in chunks; the last chunk may overrun by its own time)."""
@@ -238,10 +238,10 @@ def teacher_vectors(sentences: list[str], budget: float, device: str, display: D
     model = MiniLM(device)
     parts: list[np.ndarray] = []
     start, done, chunk = time.monotonic(), 0, 256
-    with display.bar("teacher vectors", len(sentences)) as update:
+    with display.stage("teacher vectors", len(sentences)) as bar:
         while done < len(sentences) and time.monotonic() - start < budget:
             parts.append(np.asarray(model.encode(sentences[done : done + chunk],
                                                  normalize=True), dtype=np.float16))
             done += len(parts[-1])
-            update(done, f"{done:,} sentences")
+            bar.update(done, f"{done:,} sentences")
     return np.concatenate(parts) if parts else np.zeros((0, 384), np.float16)

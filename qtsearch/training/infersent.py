@@ -22,9 +22,9 @@ from typing import Any, ClassVar, Generic, TypeVar
 import torch
 from torch import Tensor, nn
 
-from qtsearch.app.training_progress import Display
 from qtsearch.core.config import write_json_atomic
 from qtsearch.core.errors import UsageError
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.nn.folder import PAIR_MODELS, build_model
 from qtsearch.encoders.nn.infersent import InferSent
 from qtsearch.encoders.nn.mean_words import MeanWords
@@ -147,7 +147,7 @@ def build_vocab(
     return Vocab(words), n_seen
 
 
-def pairs_vocab(sentences: Iterable[str], config: InferSentConfig, display: Display,
+def pairs_vocab(sentences: Iterable[str], config: InferSentConfig, display: Reporter,
                 base: Vocab | None = None,
                 ) -> tuple[Vocab, int, Callable[[str], list[str]], dict[str, Any]]:
     """`build_vocab` over the training sentences, the --vocab-from words and GloVe's; also the
@@ -163,7 +163,7 @@ def pairs_vocab(sentences: Iterable[str], config: InferSentConfig, display: Disp
     return vocab, n_seen, tokens, facts
 
 
-def pretrained_vectors(source: str, vocab: Vocab, display: Display) -> Tensor:
+def pretrained_vectors(source: str, vocab: Vocab, display: Reporter) -> Tensor:
     """The --word-vectors rows of the vocabulary (zeros for words the source lacks)."""
     matrix, coverage = word_matrix(source, vocab.words)
     display.note(f"{source} vectors for {100 * coverage:.1f}% of the vocabulary")
@@ -186,9 +186,9 @@ def sentence_encoder(cfg: EncoderConfig, vocab: Vocab, n_seen: int,
 
 def infersent_loop(
     config: InferSentConfig, objective: str, read: Callable[[list[str]], list[T]],
-    split: Callable[[list[T], Display], Split[T]], sentences: Callable[[list[T]], Iterable[str]],
+    split: Callable[[list[T], Reporter], Split[T]], sentences: Callable[[list[T]], Iterable[str]],
     task: Callable[[Split[T], Vocab, Callable[[str], list[str]], InferSent, Runtime], Task],
-    display: Display,
+    display: Reporter,
 ) -> Loop:
     """A one-task run of InferSent on sentence pairs: the `train` files read and split, the
     vocabulary built from the training sentences, the encoder seeded, the task made on it."""

@@ -32,9 +32,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from qtsearch.app.training_progress import Display
 from qtsearch.core.device import autocast_dtype, resolve_device
 from qtsearch.core.errors import Interrupted, UsageError
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.nn.folder import save_model
 from qtsearch.encoders.nn.objective import BatchStats
 from qtsearch.text.vocab import Vocab
@@ -210,7 +210,7 @@ def batch_seed(seed: int, task: int, k: int) -> int:
 class Loop:
     """Trains `encoder` (what the model folder holds) and the tasks' heads on `tasks`."""
 
-    def __init__(self, config: RunConfig, runtime: Runtime, display: Display, encoder: nn.Module,
+    def __init__(self, config: RunConfig, runtime: Runtime, display: Reporter, encoder: nn.Module,
                  vocab: Vocab, tasks: Sequence[Task], facts: dict[str, Any],
                  schedule: str = "round-robin"):
         self.cfg, self.rt, self.display = config, runtime, display
@@ -355,7 +355,7 @@ class Loop:
         t0, sentences = time.time(), 0
         windows: dict[int, Window] = {}
         done: dict[int, int] = {}  # batches each task has trained on
-        with self.display.bar("training", self.total_steps, step) as update, \
+        with self.display.stage("training", self.total_steps, completed=step) as bar, \
                 stop_signals() as stop:
             while step < self.total_steps:
                 lr = self.set_lr(step + 1)
@@ -376,7 +376,7 @@ class Loop:
                                  "sentences_per_s": rate})
                         info = (f"{task.name} loss {fig['loss']:.3f} acc "
                                 f"{fig['train_accuracy']:.3f} {rate:,.0f} sent/s")
-                        update(step, info)
+                        bar.update(step, info)
                         self.display.status(f"step {step:,}/{self.total_steps:,} {info}")
                     windows.clear()
                 if stopping and step < self.total_steps:
@@ -389,7 +389,7 @@ class Loop:
                     self.display.note(self.describe(step, last))
                 if step % cfg.checkpoint_every == 0 or step == self.total_steps:
                     self.save(step)
-                update(step, None)
+                bar.update(step)
         if last is None:
             last = self.validate()
         return RunResult(self.out, step, first, last, time.time() - t0, self.tasks)

@@ -24,15 +24,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from rich.console import Console
 from torch import Tensor
 
-from qtsearch.app.training_progress import Display
 from qtsearch.core.errors import UsageError
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.nn.objective import BatchStats, qt_loss
 from qtsearch.text.datasets.nli import read_nli
 from qtsearch.text.datasets.pairs import read_pairs
 from qtsearch.training.checkpoint import writable_folder
+from qtsearch.training.distributed import first_rank_only
 from qtsearch.training.infersent import pairs_vocab, pretrained_vectors, sentence_encoder
 from qtsearch.training.loop import TASK_SCHEDULES, Loop, RunResult, Runtime, Task
 from qtsearch.training.nli import NLITrainConfig, nli_sentences, nli_split, nli_task
@@ -86,12 +86,11 @@ class MultitaskConfig(NLITrainConfig, PairsOptions, TeacherOptions):
         self.check_run(("qt_batch_size", "qt_val_blocks", "pairs_batch_size"))
 
 
-def multitask_loop(config: MultitaskConfig, progress: bool = True,
-                   console: Console | None = None) -> Loop:
+def multitask_loop(config: MultitaskConfig, reporter: Reporter | None = None) -> Loop:
     """Everything of a run but the running: every task's data, the shared encoder, the heads.
     A task left out (no corpus, no --nli, ...) is simply not trained: the ablations."""
     config.check()
-    runtime, display = Runtime.of(config), Display(progress, console)
+    runtime, display = Runtime.of(config), first_rank_only(reporter)
     writable_folder(Path(config.out))
     # bad input files fail before the corpus is tokenised
     nli_pairs = read_nli(config.train) if config.train else []
@@ -152,7 +151,7 @@ def multitask_loop(config: MultitaskConfig, progress: bool = True,
     return Loop(config, runtime, display, encoder, vocab, tasks, facts, config.schedule)
 
 
-def train_multitask(config: MultitaskConfig, resume: bool = False, progress: bool = True,
-                    console: Console | None = None) -> RunResult:
+def train_multitask(config: MultitaskConfig, resume: bool = False,
+                    reporter: Reporter | None = None) -> RunResult:
     """Train a shared encoder on QT, NLI, pairs and the teacher (those given) into `config.out`."""
-    return multitask_loop(config, progress, console).run(resume)
+    return multitask_loop(config, reporter).run(resume)

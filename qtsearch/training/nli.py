@@ -13,13 +13,12 @@ import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from rich.console import Console
-
-from qtsearch.app.training_progress import Display
 from qtsearch.core.errors import UsageError
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.nn.infersent import InferSent, NLIClassifier
 from qtsearch.text.datasets.nli import NLIPair, label_counts, read_nli
 from qtsearch.text.vocab import Vocab
+from qtsearch.training.distributed import first_rank_only
 from qtsearch.training.infersent import InferSentConfig, Split, infersent_loop
 from qtsearch.training.loop import Loop, RunResult, Runtime
 from qtsearch.training.objectives.nli import NLISet, NLITask, split_by_premise
@@ -39,7 +38,7 @@ class NLITrainConfig(InferSentConfig):
             raise UsageError("--dropout must be in [0, 1)")
 
 
-def nli_split(config: NLITrainConfig, pairs: list[NLIPair], display: Display) -> Split[NLIPair]:
+def nli_split(config: NLITrainConfig, pairs: list[NLIPair], display: Reporter) -> Split[NLIPair]:
     """Training and validation pairs: --valid files, or held-out premises."""
     if config.valid:
         train, valid = pairs, read_nli(config.valid)
@@ -70,15 +69,14 @@ def nli_task(config: NLITrainConfig, split: Split[NLIPair], vocab: Vocab,
     return NLITask(train, valid, config.batch_size, config.seed, encoder, head, runtime)
 
 
-def nli_loop(config: NLITrainConfig, progress: bool = True,
-             console: Console | None = None) -> Loop:
+def nli_loop(config: NLITrainConfig, reporter: Reporter | None = None) -> Loop:
     """Everything of a run but the running: pairs read and encoded, model built, loop ready."""
     return infersent_loop(config, "nli", read_nli, functools.partial(nli_split, config),
                           nli_sentences, functools.partial(nli_task, config),
-                          Display(progress, console))
+                          first_rank_only(reporter))
 
 
-def train_nli(config: NLITrainConfig, resume: bool = False, progress: bool = True,
-              console: Console | None = None) -> RunResult:
+def train_nli(config: NLITrainConfig, resume: bool = False,
+              reporter: Reporter | None = None) -> RunResult:
     """Train InferSent into `config.out` (a model folder `load_encoder` reads)."""
-    return nli_loop(config, progress, console).run(resume)
+    return nli_loop(config, reporter).run(resume)

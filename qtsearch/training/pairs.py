@@ -14,15 +14,15 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from rich.console import Console
 from torch import nn
 
-from qtsearch.app.training_progress import Display
 from qtsearch.core.errors import UsageError
 from qtsearch.core.paths import data_root
+from qtsearch.core.progress import Reporter
 from qtsearch.text.datasets.pairs import P, Pair, drop_overlap, eval_sentences, hold_out, read_pairs
 from qtsearch.text.negation import with_negations
 from qtsearch.text.vocab import Vocab
+from qtsearch.training.distributed import first_rank_only
 from qtsearch.training.infersent import InferSentConfig, Split, infersent_loop
 from qtsearch.training.loop import Loop, RunResult, Runtime
 from qtsearch.training.objectives.pairs import PairSet, PairsTask
@@ -81,7 +81,7 @@ def held_out_sentences(options: PairsOptions) -> frozenset[str]:
 
 
 def pairs_split(pairs: list[Pair], valid_files: list[str], fraction: float, seed: int,
-                options: PairsOptions, display: Display) -> Split[Pair]:
+                options: PairsOptions, display: Reporter) -> Split[Pair]:
     """Evaluation sentences dropped, then training and validation pairs: --valid files, or
     held-out anchors."""
     pairs, dropped_eval, where = without_eval_sentences(pairs, options)
@@ -121,11 +121,10 @@ def pairs_task(options: PairsOptions, split: Split[Pair], vocab: Vocab, max_len:
                      options.pairs_val_batches, runtime)
 
 
-def pairs_loop(config: PairsTrainConfig, progress: bool = True,
-               console: Console | None = None) -> Loop:
+def pairs_loop(config: PairsTrainConfig, reporter: Reporter | None = None) -> Loop:
     """Everything of a run but the running: pairs read, filtered and encoded, model built."""
 
-    def split(pairs: list[Pair], display: Display) -> Split[Pair]:
+    def split(pairs: list[Pair], display: Reporter) -> Split[Pair]:
         return pairs_split(pairs, config.valid, config.valid_fraction, config.seed, config,
                            display)
 
@@ -135,10 +134,10 @@ def pairs_loop(config: PairsTrainConfig, progress: bool = True,
                           config.seed, encoder, runtime)
 
     return infersent_loop(config, "pairs", read_pairs, split, pair_sentences, task,
-                          Display(progress, console))
+                          first_rank_only(reporter))
 
 
-def train_pairs(config: PairsTrainConfig, resume: bool = False, progress: bool = True,
-                console: Console | None = None) -> RunResult:
+def train_pairs(config: PairsTrainConfig, resume: bool = False,
+                reporter: Reporter | None = None) -> RunResult:
     """Train InferSent on paraphrase pairs into `config.out` (a model folder)."""
-    return pairs_loop(config, progress, console).run(resume)
+    return pairs_loop(config, reporter).run(resume)

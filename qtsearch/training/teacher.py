@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from qtsearch.app.training_progress import Display
 from qtsearch.core.errors import Interrupted, UsageError
 from qtsearch.core.paths import cache_dir
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.wheels import minilm_fingerprint
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.loop import Runtime, stop_signals
@@ -57,7 +57,7 @@ def minilm_teacher(device: str) -> Encode:
     return lambda rows: model.encode(rows, normalize=True)
 
 
-def teacher_data(options: TeacherOptions, seed: int, display: Display,
+def teacher_data(options: TeacherOptions, seed: int, display: Reporter,
                  teacher: Callable[[], Encode], fingerprint: str | None = None) -> TeacherData:
     """Select the sentences, fill the cache, hold out a fixed share for validation."""
     root = Path(options.teacher_cache) if options.teacher_cache else cache_dir("teacher")
@@ -65,12 +65,12 @@ def teacher_data(options: TeacherOptions, seed: int, display: Display,
     cache = TeacherCache(root, fingerprint or minilm_fingerprint(), sentences)
     todo = len(cache.missing())
     done = len(sentences) - sum(len(cache.rows(k)) for k in cache.missing())
-    with display.bar("teacher vectors", len(sentences), done) as update:
+    with display.stage("teacher vectors", len(sentences), completed=done) as bar:
 
         def advance(n: int) -> None:
             nonlocal done
             done += n
-            update(done, f"{done:,} sentences")
+            bar.update(done, f"{done:,} sentences")
 
         try:
             with stop_signals():  # SIGTERM as Ctrl-C: the finished shards are kept either way

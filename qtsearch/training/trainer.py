@@ -13,17 +13,17 @@ from typing import ClassVar
 
 import numpy as np
 import torch
-from rich.console import Console
 from torch import Tensor, nn
 
-from qtsearch.app.training_progress import Display
 from qtsearch.core.errors import UsageError
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.nn.folder import build_model
 from qtsearch.encoders.nn.objective import BatchStats, ObjectiveOptions
 from qtsearch.encoders.nn.quick_thoughts import ENCODERS, EncoderConfig
 from qtsearch.encoders.pretrained import glove_matrix
 from qtsearch.text.reader import list_files
 from qtsearch.training.checkpoint import writable_folder
+from qtsearch.training.distributed import first_rank_only
 from qtsearch.training.loop import Loop, RunConfig, RunResult, Runtime
 from qtsearch.training.objectives.corpus import Blocks, CorpusTask, check_context
 
@@ -106,7 +106,7 @@ class TrainConfig(RunConfig):
 
 
 def corpus_blocks(corpus: list[str], out: Path, split: bool, vocab_size: int, max_len: int,
-                  batch_size: int, val_blocks: int, seed: int, display: Display) -> Blocks:
+                  batch_size: int, val_blocks: int, seed: int, display: Reporter) -> Blocks:
     """Check the corpus and the model folder, then tokenise into OUT/cache/corpus."""
     if not corpus:
         raise UsageError("give at least one corpus file or folder")
@@ -131,10 +131,10 @@ def build_text_model(config: TrainConfig, blocks: Blocks, device: torch.device) 
     return model.to(device)
 
 
-def text_loop(config: TrainConfig, progress: bool = True, console: Console | None = None) -> Loop:
+def text_loop(config: TrainConfig, reporter: Reporter | None = None) -> Loop:
     """Everything of a run but the running: data tokenised, model built, the loop ready."""
     config.check()
-    runtime, display = Runtime.of(config), Display(progress, console)
+    runtime, display = Runtime.of(config), first_rank_only(reporter)
     blocks = corpus_blocks(config.corpus, Path(config.out), config.split_sentences,
                            config.vocab_size, config.max_len, config.batch_size,
                            config.val_blocks, config.seed, display)
@@ -149,7 +149,7 @@ def text_loop(config: TrainConfig, progress: bool = True, console: Console | Non
     return Loop(config, runtime, display, model, blocks.data.vocab, [task], blocks.facts())
 
 
-def train(config: TrainConfig, resume: bool = False, progress: bool = True,
-          console: Console | None = None) -> RunResult:
+def train(config: TrainConfig, resume: bool = False,
+          reporter: Reporter | None = None) -> RunResult:
     """Train a model (QT, FastSent or SDAE) into `config.out` (a model folder)."""
-    return text_loop(config, progress, console).run(resume)
+    return text_loop(config, reporter).run(resume)

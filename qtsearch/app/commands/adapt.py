@@ -17,6 +17,7 @@ from qtsearch.app.commands.train_options import (
     SEED,
     config_options,
 )
+from qtsearch.app.progress import RichReporter
 
 HELP = (
     "Adapt a model to your corpus: its words, its neighbouring sentences, its titles; no labels."
@@ -84,7 +85,7 @@ def adapt_command(
     from qtsearch.training.adapt import AdaptConfig, adapt
 
     config = AdaptConfig(**options)
-    out.print(adapt(config, resume=resume, progress=not quiet, console=err).summary())
+    out.print(adapt(config, resume=resume, reporter=RichReporter(not quiet, err)).summary())
 
 
 def seconds(text: str) -> float:

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from qtsearch.app.commands.common import err, out, print_json
+from qtsearch.app.progress import RichReporter
 from qtsearch.core.errors import OutputError, UsageError
 from qtsearch.text.records import PASSAGE_WORDS
 
@@ -218,8 +219,8 @@ def relevance(
     config = RelevanceConfig(tasks=[tasks], data_dir=str(data) if data else None, limit=limit,
                              seed=seed)
     loaded = load_tasks(config, data_root(config.data_dir))
-    result = run_benchmark(loaded, chosen, config, device=device, rebuild=rebuild, console=err,
-                           progress=not quiet)
+    result = run_benchmark(loaded, chosen, config, device=device, rebuild=rebuild,
+                           reporter=RichReporter(not quiet, err))
     if markdown is not None:
         write_text(markdown, to_markdown(result))
     if as_json:
@@ -285,15 +286,8 @@ def retrieval(
     names = [b.strip() for b in baselines.split(",") if b.strip() not in ("", "none")]
     chosen = parse_systems(models, names, systems.split(",") if systems else ())
     collections = [beir.load(f, split) for f in folders]
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
-            "{task.completed}/{task.total}"), TimeRemainingColumn(), console=err,
-            disable=quiet, transient=True) as bar:
-        def on_system(coll: str, label: str, n: int):
-            task = bar.add_task(f"{coll} · {label}", total=n)
-            return lambda k: bar.advance(task, k)
-
-        run = run_benchmark(collections, chosen, passage_words, device, rebuild,
-                            progress=not quiet, console=err, on_system=on_system)
+    run = run_benchmark(collections, chosen, passage_words, device, rebuild,
+                        RichReporter(not quiet, err))
     header = ["collection", "system", *beir.METRICS, "p50 ms"]
     rows = []
     for coll in collections:

@@ -20,10 +20,11 @@ def demo(
     quietly with a finished index, never a half-written one.
     """
     from qtsearch.app.demo import ANALOGY, QUERIES, ensure_demo_index
+    from qtsearch.app.progress import RichReporter
     from qtsearch.app.shell import hits_table
     from qtsearch.search.engine import Index
 
-    path = ensure_demo_index(out_dir, console=err)
+    path = ensure_demo_index(out_dir, RichReporter(True, err))
     index = Index.open(path, device="cpu")
     err.print(f"[dim]index {path}: {index.count:,} sentences[/dim]")
     for query, hits in zip(QUERIES, index.search(QUERIES, k), strict=True):

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from qtsearch.app.commands.common import err, model_option, out, print_json
+from qtsearch.app.progress import RichReporter
 from qtsearch.core.errors import OutputError, UsageError
 
 HELP = (
@@ -84,7 +85,7 @@ def evaluate(
     encoders, skipped = resolve_encoders(specs, device=device)
     for message in skipped:
         err.print(f"[yellow]qtsearch: warning: {message}[/yellow]")
-    run = run_eval(encoders, config, console=err, progress=not quiet, tasks=loaded)
+    run = run_eval(encoders, config, reporter=RichReporter(not quiet, err), tasks=loaded)
 
     if markdown:
         text = report.to_markdown(run)

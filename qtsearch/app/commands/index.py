@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from qtsearch.app.commands.common import err, out
+from qtsearch.app.progress import RichReporter
 from qtsearch.core.errors import OutputError
 from qtsearch.index.manifest import read_manifest
 from qtsearch.index.names import META_FILE
@@ -159,7 +160,7 @@ def build_index_cmd(
         docs=docs, passage_words=passage_words, id_field=id_field, title_field=title_field,
         text_field=text_field)
     result = build_on(engine, config, RayOptions(address, workers, gpus_per_worker),
-                      progress=not quiet, console=err, wait=None if wait else 0.0)
+                      reporter=RichReporter(not quiet, err), wait=None if wait else 0.0)
     if not quiet:
         out.print(summary_table(result.manifest, result.bytes_on_disk, bool(result.resumed)))
     out.print(f"index of {result.manifest['count']:,} sentences → {result.path}")
@@ -190,8 +191,8 @@ def add_cmd(
 
     split_sentences, how = split_option(read_manifest(index), split_sentences)
     result = add_to_index(index, [str(p) for p in corpus], split_sentences=split_sentences,
-                          device=device, batch_size=batch_size, progress=not quiet,
-                          console=err, input_format=input_format,
+                          device=device, batch_size=batch_size,
+                          reporter=RichReporter(not quiet, err), input_format=input_format,
                           wait=None if wait else 0.0, allow_duplicates=allow_duplicates,
                           on_note=lambda line: err.print(line, highlight=False, soft_wrap=True))
     # after the work, so that a failing add still ends in exactly one error line

@@ -18,6 +18,7 @@ from qtsearch.app.commands.train_options import (
     RESUME,
     config_options,
 )
+from qtsearch.app.progress import RichReporter
 
 HELP = """Train a sentence encoder on text in reading order.
 
@@ -88,7 +89,7 @@ def train_command(
     from qtsearch.training.trainer import TrainConfig, train
 
     config = TrainConfig(**options)
-    out.print(train(config, resume=resume, progress=not quiet, console=err).summary())
+    out.print(train(config, resume=resume, reporter=RichReporter(not quiet, err)).summary())
 
 
 def register(app: typer.Typer) -> None:

@@ -44,6 +44,7 @@ from qtsearch.app.commands.train_options import (
     WORD_VECTORS,
     config_options,
 )
+from qtsearch.app.progress import RichReporter
 
 HELP = (
     "Train one sentence encoder on Quick-Thoughts, NLI and paraphrase pairs together "
@@ -143,7 +144,8 @@ def train_multitask_command(
     from qtsearch.training.multitask import MultitaskConfig, train_multitask
 
     config = MultitaskConfig(train=options.pop("files"), **options)
-    out.print(train_multitask(config, resume=resume, progress=not quiet, console=err).summary())
+    result = train_multitask(config, resume=resume, reporter=RichReporter(not quiet, err))
+    out.print(result.summary())
 
 
 def register(app: typer.Typer) -> None:

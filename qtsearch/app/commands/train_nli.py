@@ -37,6 +37,7 @@ from qtsearch.app.commands.train_options import (
     WORD_VECTORS,
     config_options,
 )
+from qtsearch.app.progress import RichReporter
 
 HELP = (
     "Train an InferSent sentence encoder (BiLSTM, max pooling, frozen GloVe 50-d) on NLI pairs."
@@ -91,7 +92,7 @@ def train_nli_command(
     from qtsearch.training.nli import NLITrainConfig, train_nli
 
     config = NLITrainConfig(train=options.pop("files"), **options)
-    out.print(train_nli(config, resume=resume, progress=not quiet, console=err).summary())
+    out.print(train_nli(config, resume=resume, reporter=RichReporter(not quiet, err)).summary())
 
 
 def register(app: typer.Typer) -> None:

@@ -33,6 +33,7 @@ from qtsearch.app.commands.train_options import (
     WORD_VECTORS,
     config_options,
 )
+from qtsearch.app.progress import RichReporter
 
 HELP = (
     "Train an InferSent sentence encoder (BiLSTM, max pooling, frozen GloVe 50-d) on paraphrase "
@@ -96,7 +97,7 @@ def train_pairs_command(
     from qtsearch.training.pairs import PairsTrainConfig, train_pairs
 
     config = PairsTrainConfig(train=options.pop("files"), **options)
-    out.print(train_pairs(config, resume=resume, progress=not quiet, console=err).summary())
+    out.print(train_pairs(config, resume=resume, reporter=RichReporter(not quiet, err)).summary())
 
 
 def register(app: typer.Typer) -> None:

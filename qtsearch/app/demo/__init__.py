@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from qtsearch.core.errors import QTSearchError
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import default_model_path
 from qtsearch.encoders.files import fingerprint
 from qtsearch.indexing.pipeline import IndexConfig, build_index
@@ -26,11 +26,11 @@ ANALOGY = (
 )
 
 
-def ensure_demo_index(out: Path, progress: bool = True, console: Any = None) -> Path:
+def ensure_demo_index(out: Path, reporter: Reporter | None = None) -> Path:
     """Build the demo index at `out` unless one built with the shipped model is already there.
 
-    `console` takes the build's progress and notes (the CLI passes stderr: a reader of stdout
-    that stops early must not cut a build short)."""
+    `reporter` takes the build's progress and notes (the CLI draws them on stderr: a reader of
+    stdout that stops early must not cut a build short)."""
     manifest = out / "manifest.json"
     if manifest.is_file():
         try:
@@ -39,6 +39,5 @@ def ensure_demo_index(out: Path, progress: bool = True, console: Any = None) -> 
                 return out
         except (QTSearchError, KeyError, ValueError, OSError):
             pass  # unreadable or stale: rebuild it
-    build_index(IndexConfig(corpus=[str(CORPUS)], out=str(out), overwrite=True), progress=progress,
-                console=console)
+    build_index(IndexConfig(corpus=[str(CORPUS)], out=str(out), overwrite=True), reporter)
     return out

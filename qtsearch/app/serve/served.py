@@ -135,7 +135,7 @@ class ServedIndex:
             posted.write_text(text, encoding="utf-8")
             split, how = split_option(read_manifest(self.path), split_sentences)
             result = add_to_index(self.path, [str(posted)], split_sentences=split,
-                                  device=self.device, progress=False,
+                                  device=self.device,
                                   input_format=input_format, wait=ADD_WAIT_SECONDS,
                                   allow_duplicates=allow_duplicates)
             self.refresh(wait=True)

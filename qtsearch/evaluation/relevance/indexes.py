@@ -21,6 +21,7 @@ from typing import Any
 
 from qtsearch.core.errors import IndexError_, QTSearchError
 from qtsearch.core.paths import PACKAGE, cache_dir
+from qtsearch.core.progress import Reporter
 from qtsearch.core.version import __version__
 from qtsearch.evaluation.relevance.engine import RelevanceTask
 from qtsearch.index.manifest import read_manifest
@@ -67,8 +68,8 @@ def encoder_key(encoder: Any) -> str:
 
 
 def task_index(task: RelevanceTask, model: str | None, name: str, fingerprint: str,
-               device: str = "auto", rebuild: bool = False, progress: bool = True,
-               console: Any = None) -> tuple[Path, bool]:
+               device: str = "auto", rebuild: bool = False,
+               reporter: Reporter | None = None) -> tuple[Path, bool]:
     """(index folder, whether it was built now) for the task's pool with `model` (a model
     folder, an encoder name, or None for the shipped model)."""
     corpus = pool_file(task)
@@ -81,7 +82,7 @@ def task_index(task: RelevanceTask, model: str | None, name: str, fingerprint: s
         if old.name != folder.name and not old.name.endswith(".partial"):
             shutil.rmtree(old, ignore_errors=True)
     build_index(IndexConfig(corpus=[str(corpus)], model=model, out=str(folder), device=device,
-                            overwrite=True), progress=progress, console=console)
+                            overwrite=True), reporter=reporter)
     check_rows(folder, task)
     return folder, True
 

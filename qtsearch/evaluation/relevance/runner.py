@@ -18,10 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from qtsearch.core.errors import InputError, UsageError
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation.relevance.engine import (
     GROUP_ORDER,
@@ -194,9 +192,9 @@ def _run_queries(index: Index, task: RelevanceTask, mode: str,
 
 def run_benchmark(tasks: Sequence[RelevanceTask], systems: Sequence[System],
                   config: RelevanceConfig, device: str = "auto", rebuild: bool = False,
-                  console: Console | None = None, progress: bool = True) -> RelevanceRun:
+                  reporter: Reporter | None = None) -> RelevanceRun:
     """Build (or reuse) each task's index per model and score every system on it."""
-    console = console or Console(stderr=True)
+    reporter = reporter or Reporter()
     run = RelevanceRun(config, list(tasks), list(systems))
     lexical_on = next((s.model for s in systems if s.mode != LEXICAL), systems[0].model)
     by_model: dict[str, list[System]] = {}
@@ -207,29 +205,24 @@ def run_benchmark(tasks: Sequence[RelevanceTask], systems: Sequence[System],
     rerank_encoders = {s.rerank: load_encoder(s.rerank, device) for s in systems if s.rerank}
     rerankers = {(s.rerank, s.depth): Reranker(rerank_encoders[s.rerank], s.depth)
                  for s in systems if s.rerank}
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
     for task in tasks:
         run.results[task.name] = {}
         for model, chosen in by_model.items():
             encoder = encoders[model]
             name = encoder.name
-            if progress:
-                console.print(f"{task.name}: index of {len(task.pool):,} sentences, {name}")
+            reporter.note(f"{task.name}: index of {len(task.pool):,} sentences, {name}")
             start = time.perf_counter()
             folder, built = task_index(task, _model_arg(model), name, encoder_key(encoder),
-                                       device, rebuild, progress, console)
+                                       device, rebuild, reporter)
             manifest = read_manifest(folder)
             run.builds[f"{task.name}|{name}"] = {
                 "built": built, "seconds": round(time.perf_counter() - start, 2),
                 "sentences": manifest["count"], "embed_seconds": manifest["stages"]["embed"],
                 "transform": (manifest.get("transform") or {}).get("spec", "none")}
-            with Index.open(folder, model=encoder, device=device) as index, \
-                    Progress(*columns, console=console, disable=not progress,
-                             transient=True) as bar:
+            with Index.open(folder, model=encoder, device=device) as index:
                 for s in chosen:
-                    b = bar.add_task(f"{task.name} · {s.label}", total=len(task.queries))
-                    run.results[task.name][s.label] = run_queries(
-                        index, task, s.mode, lambda n, b=b: bar.advance(b, n),
-                        rerankers.get((s.rerank, s.depth)))
+                    with reporter.stage(f"{task.name} · {s.label}", len(task.queries),
+                                        keep=False) as bar:
+                        run.results[task.name][s.label] = run_queries(
+                            index, task, s.mode, bar, rerankers.get((s.rerank, s.depth)))
     return run

@@ -20,6 +20,7 @@ from typing import Any
 
 from qtsearch.core.errors import InputError, QTSearchError
 from qtsearch.core.paths import cache_dir
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation.relevance.indexes import build_code_key, encoder_key
 from qtsearch.evaluation.relevance.runner import LEXICAL, System, WarningCounter
@@ -59,8 +60,8 @@ def _model_arg(model: str) -> str | None:
 
 def collection_index(coll: Collection, model: str | None, name: str, fingerprint: str,
                      passage_words: int = PASSAGE_WORDS, device: str = "auto",
-                     rebuild: bool = False, progress: bool = True,
-                     console: Any = None) -> tuple[Path, bool]:
+                     rebuild: bool = False,
+                     reporter: Reporter | None = None) -> tuple[Path, bool]:
     """(index folder, whether it was built now) of the collection's corpus with `model`."""
     digest = hashlib.sha256(
         f"{coll.corpus.resolve()}|{coll.corpus.stat().st_size}|{fingerprint}|{passage_words}|"
@@ -74,7 +75,7 @@ def collection_index(coll: Collection, model: str | None, name: str, fingerprint
             pass
     build_index(IndexConfig(corpus=[str(coll.corpus)], model=model, out=str(folder),
                             device=device, overwrite=True, input_format="records",
-                            passage_words=passage_words), progress=progress, console=console)
+                            passage_words=passage_words), reporter=reporter)
     return folder, True
 
 
@@ -105,11 +106,10 @@ def run_queries(index: Index, coll: Collection, mode: str,
 
 def run_benchmark(collections: Sequence[Collection], systems: Sequence[System],
                   passage_words: int = PASSAGE_WORDS, device: str = "auto",
-                  rebuild: bool = False, progress: bool = True, console: Any = None,
-                  on_system: Callable[[str, str, int], Callable[[int], None]] | None = None,
-                  ) -> RetrievalRun:
-    """Build (or reuse) each collection's index per model and score every system on it.
-    `on_system(collection, label, queries)` returns the progress callback of one system."""
+                  rebuild: bool = False, reporter: Reporter | None = None) -> RetrievalRun:
+    """Build (or reuse) each collection's index per model and score every system on it, one
+    stage of `reporter` per system."""
+    reporter = reporter or Reporter()
     run = RetrievalRun(list(collections), list(systems), passage_words)
     lexical_on = next((s.model for s in systems if s.mode != LEXICAL), systems[0].model)
     by_model: dict[str, list[System]] = {}
@@ -124,7 +124,7 @@ def run_benchmark(collections: Sequence[Collection], systems: Sequence[System],
             start = time.perf_counter()
             folder, built = collection_index(coll, _model_arg(model), encoder.name,
                                              encoder_key(encoder), passage_words, device,
-                                             rebuild, progress, console)
+                                             rebuild, reporter)
             manifest = read_manifest(folder)
             run.builds[f"{coll.name}|{encoder.name}"] = {
                 "built": built, "seconds": round(time.perf_counter() - start, 2),
@@ -132,9 +132,10 @@ def run_benchmark(collections: Sequence[Collection], systems: Sequence[System],
             with Index.open(folder, model=encoder, device=device) as index:
                 index.warm_up(wait=True)
                 for s in chosen:
-                    advance = on_system(coll.name, s.label, len(coll.queries)) \
-                        if on_system else None
-                    run.results[coll.name][s.label] = run_queries(index, coll, s.mode, advance)
+                    with reporter.stage(f"{coll.name} · {s.label}", len(coll.queries),
+                                        keep=False) as advance:
+                        run.results[coll.name][s.label] = run_queries(index, coll, s.mode,
+                                                                      advance)
     return run
 
 

@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from qtsearch.app.training_progress import Display
 from qtsearch.core.errors import InputError, UsageError
+from qtsearch.core.progress import Reporter
 from qtsearch.encoders.nn.objective import BatchStats, pooled
 from qtsearch.text.token_corpus import TokenCorpus
 from qtsearch.training.loop import Runtime
@@ -52,11 +52,11 @@ class Blocks:
     @classmethod
     def tokenise(cls, corpus: list[str], cache: Path, split: bool, vocab_size: int,
                  max_len: int, batch_size: int, val_blocks: int, seed: int,
-                 display: Display) -> Blocks:
+                 display: Reporter) -> Blocks:
         """Tokenise `corpus` into `cache` (reused when already there) under a progress bar."""
-        with display.bar("tokenising") as update:
+        with display.stage("tokenising") as bar:
             data = TokenCorpus.build(corpus, cache, split, vocab_size, max_len,
-                                     progress=lambda n: update(n, f"{n:,} sentences"))
+                                     progress=lambda n: bar.update(n, f"{n:,} sentences"))
             return cls(data, batch_size, val_blocks, seed)  # errors clear the bar
 
     def block_at(self, k: int) -> int:
