@@ -67,8 +67,7 @@ def score(folder: Path, split: str, model: str, work: Path) -> dict[str, float]:
     out = work / f"{folder.name}-{Path(model).name}"
     t0 = time.perf_counter()
     build_index(IndexConfig(corpus=[str(corpus)], model=None if model == "default" else model,
-                            out=str(out), index="flat", overwrite=True, device="cpu"),
-                progress=False)
+                            out=str(out), index="flat", overwrite=True, device="cpu"))
     figures = {"build_s": time.perf_counter() - t0}
     qids = sorted(queries)
     with Index.open(out, device="cpu") as index:

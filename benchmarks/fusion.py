@@ -68,7 +68,7 @@ def main() -> None:
     report: dict[str, dict[str, dict[str, float]]] = {}
     for task in tasks:
         folder, _ = task_index(task, args.model, encoder.name, encoder_key(encoder),
-                               device="cpu", progress=False)
+                               device="cpu")
         with Index.open(folder, model=encoder, device="cpu") as index:
             report[task.name] = {label: evaluate(index, task, *how)
                                  for label, *how in chosen}

@@ -110,8 +110,7 @@ def child_build(system: str, corpus: Path, out: Path, limit: int | None, model: 
         from qtsearch.indexing.state import total_seconds
 
         t = time.perf_counter()
-        build_index(IndexConfig(corpus=[str(corpus)], out=str(out), overwrite=True),
-                    progress=False)
+        build_index(IndexConfig(corpus=[str(corpus)], out=str(out), overwrite=True))
         wall = time.perf_counter() - t
         m = read_manifest(out)
         seconds = total_seconds(m["stages"], m["build"]["parallel_stages"])

@@ -146,8 +146,7 @@ def queries_after(flat: Path, n_queries: int) -> list[str]:
 def build_flat(corpus: list[Path], model: str, out: Path, n: int | None) -> dict[str, Any]:
     """Build (or reuse) the flat reference index of `n` sentences (None: whatever `corpus`
     holds); returns its manifest."""
-    from rich.console import Console
-
+    from qtsearch.app.progress import RichReporter
     from qtsearch.encoders.registry import load_encoder
     from qtsearch.indexing.pipeline import IndexConfig, build_index
 
@@ -162,15 +161,14 @@ def build_flat(corpus: list[Path], model: str, out: Path, n: int | None) -> dict
     log(f"flat: building {out}")
     result = build_index(IndexConfig(corpus=[str(c) for c in corpus], model=model, out=str(out),
                                      index="flat", overwrite=True),
-                         progress=True, console=Console(stderr=True))
+                         RichReporter())
     return result.manifest
 
 
 def derive(flat: Path, flat_manifest: dict[str, Any], out: Path, index_type: str
            ) -> dict[str, Any]:
     """Build (or reuse) an `index_type` index from the flat index's vectors."""
-    from rich.console import Console
-
+    from qtsearch.app.progress import RichReporter
     from qtsearch.indexing.derive import build_from_index
 
     manifest_path = out / "manifest.json"
@@ -181,8 +179,8 @@ def derive(flat: Path, flat_manifest: dict[str, Any], out: Path, index_type: str
             log(f"{index_type}: reusing {out}")
             return manifest
     log(f"{index_type}: deriving {out} from {flat}")
-    result = build_from_index(flat, out, index_type, overwrite=True, progress=True,
-                              console=Console(stderr=True))
+    result = build_from_index(flat, out, index_type, overwrite=True,
+                              reporter=RichReporter())
     return result.manifest
 
 

@@ -40,7 +40,7 @@ def main() -> None:
             for fit in args.fits:
                 out = Path(tmp) / f"{task.name}-{fit.replace(':', '-')}"
                 build_index(IndexConfig(corpus=[str(pool_file(task))], model=args.model,
-                                        out=str(out), device="cpu", fit=fit), progress=False)
+                                        out=str(out), device="cpu", fit=fit))
                 with Index.open(out, model=encoder, device="cpu") as index:
                     cells = [run_queries(index, task, "semantic")["MRR@10"]]
                     for w in args.weights:

@@ -116,7 +116,7 @@ def main() -> None:
                 precision=args.precision,
                 device=args.device,
             )
-            loop = text_loop(cfg, progress=False)
+            loop = text_loop(cfg)
             blocks = loop.tasks[0].blocks
             times, flops = [], []
             for step in range(args.steps + 2):

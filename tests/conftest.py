@@ -83,7 +83,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
         checkpoint_every=60,
         lr=5e-3,
     )
-    train(config, progress=False)
+    train(config)
     return out
 
 
@@ -118,7 +118,7 @@ def mc_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
         hidden=32, word_dim=32, vocab_size=5000, batch_size=100, max_steps=20,
         split_sentences=True, val_every=20, checkpoint_every=20, lr=5e-3,
     )
-    train(config, progress=False)
+    train(config)
     return out
 
 

@@ -46,7 +46,6 @@ def small_index(factory: pytest.TempPathFactory, shared_data: Path, model: Path,
         out = folder / "index"
         # fp32 as the query side encodes: tests compare scores with exact ones to 1e-4
         build_index(IndexConfig(corpus=[str(corpus)], model=str(model), out=str(out),
-                                index=index_type, device="cpu", precision="fp32"),
-                    progress=False)
+                                index=index_type, device="cpu", precision="fp32"))
         _built[index_type] = out
     return _built[index_type]

@@ -56,7 +56,7 @@ def test_adapting_improves_held_out_retrieval(abstracts: Path, tmp_path: Path) -
     neighbour, a title's sentence and a sentence's document all improve on the base model's
     figure: the loss, a smooth measure on few pairs, on every task, and the accuracies together
     (one pair is 0.033 of an accuracy here, and the base already finds most of them)."""
-    result = adapt(config(abstracts, tmp_path / "m", max_steps=80, lr=5e-3), progress=False)
+    result = adapt(config(abstracts, tmp_path / "m", max_steps=80, lr=5e-3))
     first, last = result.run.first, result.run.last
     assert first is not None
     prefixes = ("", "titles_", "ict_")
@@ -94,7 +94,7 @@ def test_resume_after_kill_is_exact(abstracts: Path, tmp_path: Path) -> None:
 def test_adapted_model_indexes_and_searches(abstracts: Path, tmp_path: Path) -> None:
     """The adapted folder is a model like any other: build-index, search, info."""
     model, index = tmp_path / "m", tmp_path / "index"
-    adapt(config(abstracts, model, max_steps=10), progress=False)
+    adapt(config(abstracts, model, max_steps=10))
     lines = tmp_path / "docs.txt"
     records = [json.loads(x) for x in abstracts.read_text().splitlines()]
     lines.write_text("".join(f"{r['title']}. {r['text']}\n" for r in records))
@@ -134,9 +134,9 @@ def test_max_minutes_stops_cleanly_with_the_model_saved(abstracts: Path, tmp_pat
     from qtsearch.encoders.mean import MeanEncoder
 
     out = tmp_path / "m"
-    result = adapt(config(abstracts, out, max_steps=20, max_minutes=0.001), progress=False)
+    result = adapt(config(abstracts, out, max_steps=20, max_minutes=0.001))
     assert result.stopped_early and result.run.steps < 20
     assert "--max-minutes" in result.summary()
     assert MeanEncoder(out).encode(["Statins lower cholesterol."]).shape == (1, 256)
-    finished = adapt(config(abstracts, out, max_steps=20), resume=True, progress=False)
+    finished = adapt(config(abstracts, out, max_steps=20), resume=True)
     assert not finished.stopped_early and finished.run.steps == 20

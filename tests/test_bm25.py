@@ -151,7 +151,7 @@ def scifact_index(scifact, tiny_model, tmp_path_factory) -> Path:
     (root / "first.txt").write_text("\n".join(texts[:1500]) + "\n", encoding="utf-8")
     out = root / "index"
     build_index(IndexConfig(corpus=[str(root / "first.txt")], model=str(tiny_model),
-                            out=str(out), index="flat", device="cpu"), progress=False)
+                            out=str(out), index="flat", device="cpu"))
     return out
 
 
@@ -164,7 +164,7 @@ def test_index_search_is_exact_bm25_and_add_keeps_it(scifact, scifact_index, tmp
             assert_same_ranking(lexical(idx, q, 10), ref.top(bm25.Analyzer().terms(q), 10))
     more = tmp_path / "more.txt"
     more.write_text("\n".join(texts[1500:2300]) + "\n", encoding="utf-8")
-    add_to_index(scifact_index, [str(more)], device="cpu", progress=False)
+    add_to_index(scifact_index, [str(more)], device="cpu")
     with Index.open(scifact_index) as idx:
         assert idx.lexical is not None and idx.lexical.bm25 is not None
         assert idx.lexical.bm25.count == idx.count == 2300
@@ -195,7 +195,7 @@ def test_an_index_without_the_files_searches_its_full_text_table(scifact, scifac
     # `add` gives such an index the files, over all its rows
     more = tmp_path / "later.txt"
     more.write_text("\n".join(texts[4000:4100]) + "\n", encoding="utf-8")
-    add_to_index(old, [str(more)], device="cpu", progress=False)
+    add_to_index(old, [str(more)], device="cpu")
     with Index.open(old) as idx:
         assert idx.lexical is not None and idx.lexical.bm25 is not None
         assert idx.lexical.bm25.count == idx.count
@@ -205,7 +205,7 @@ def test_an_index_without_the_files_searches_its_full_text_table(scifact, scifac
 
 
 def test_a_derived_index_gets_the_same_files(scifact_index, tmp_path):
-    result = build_from_index(scifact_index, tmp_path / "hnsw", "hnsw", progress=False)
+    result = build_from_index(scifact_index, tmp_path / "hnsw", "hnsw")
     for name in ("rows.npy", "weights.npy", "terms.txt"):
         assert (result.path / bm25.FOLDER / name).read_bytes() == \
             (scifact_index / bm25.FOLDER / name).read_bytes()
@@ -230,7 +230,7 @@ def test_wikipedia_lexical_answers_every_query_with_a_matching_word(shared_data,
     out = tmp_path / "wiki"
     # mean GloVe vectors: the fastest real encoder, and the lexical leg does not use them
     build_index(IndexConfig(corpus=[str(shared_data / "wikipedia")], model="glove",
-                            out=str(out), index="flat", device="cpu"), progress=False)
+                            out=str(out), index="flat", device="cpu"))
     with Index.open(out) as idx:
         assert idx.count >= 500_000
         assert idx.lexical is not None and idx.lexical.bm25 is not None

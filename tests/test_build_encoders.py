@@ -23,7 +23,7 @@ def glove_index(shared_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("glove") / "wiki"
     return build_index(IndexConfig(corpus=[str(corpus)], model="glove", out=str(out),
                                    index="flat", split_sentences=True, shard_size=200,
-                                   fit="abtt:2"), progress=False)
+                                   fit="abtt:2"))
 
 
 def test_generic_encoder_vectors_are_in_the_index(glove_index):
@@ -46,7 +46,7 @@ def test_generic_encoder_add_and_open(glove_index, tmp_path):
     more = tmp_path / "more.txt"
     more.write_text("The lobster population of the northern coast declined sharply.\n",
                     encoding="utf-8")
-    result = add_to_index(folder, [str(more)], progress=False)
+    result = add_to_index(folder, [str(more)])
     assert result.added == 1
     with Index.open(folder, device="cpu") as index:
         hits = index.search(["The lobster population of the northern coast declined sharply."],

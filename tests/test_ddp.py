@@ -23,9 +23,10 @@ import torch
 from safetensors.numpy import load_file
 
 from qtsearch.app.cli import main
+from qtsearch.app.launch import nproc_option
 from qtsearch.core.errors import UsageError
 from qtsearch.encoders.files import read_metrics
-from qtsearch.training.distributed import World, nproc_option
+from qtsearch.training.distributed import World
 from qtsearch.training.loop import batch_seed
 from qtsearch.training.trainer import TrainConfig, text_loop, train
 
@@ -136,7 +137,7 @@ def test_two_torchrun_processes_make_one_process_step_and_only_the_first_writes(
     assert {c.split()[0] for c in calls} == {"0"}
     assert calls.count("0 checkpoint") == 2 and calls.count("0 model") == 2  # steps 2 and 4
 
-    one = train(qt_config(emma, tmp_path / "one", 4, batches_per_step=2), progress=False)
+    one = train(qt_config(emma, tmp_path / "one", 4, batches_per_step=2))
     assert one.steps == 4
     assert_same_weights(tmp_path / "two", tmp_path / "one")
     two_rows, one_rows = read_metrics(tmp_path / "two"), read_metrics(tmp_path / "one")
@@ -153,7 +154,7 @@ def test_a_step_of_two_batches_takes_the_mean_of_their_gradients(emma: Path,
                                                                   tmp_path: Path) -> None:
     """What a step of global batch 2 × 64 is, on one process: blocks 0 and 1 at the same
     weights, their losses summed in the figures, their gradients averaged (then clipped)."""
-    loop = text_loop(qt_config(emma, tmp_path / "m", 2, batches_per_step=2), progress=False)
+    loop = text_loop(qt_config(emma, tmp_path / "m", 2, batches_per_step=2))
     task, losses, grads = loop.tasks[0], [], []
     for k in (0, 1):
         loop.optim.zero_grad(set_to_none=True)
@@ -176,7 +177,7 @@ def test_a_step_of_two_batches_takes_the_mean_of_their_gradients(emma: Path,
 @pytest.mark.slow
 def test_a_two_process_run_resumes_on_two_processes_or_on_one(emma: Path,
                                                                tmp_path: Path) -> None:
-    train(qt_config(emma, tmp_path / "whole", 6, batches_per_step=2), progress=False)
+    train(qt_config(emma, tmp_path / "whole", 6, batches_per_step=2))
     r = qtsearch(*qt_argv(emma, tmp_path / "two", 2), "--nproc", "2")
     assert r.returncode == 0, r.stderr
     for name in ("on-two", "on-one"):
@@ -184,8 +185,7 @@ def test_a_two_process_run_resumes_on_two_processes_or_on_one(emma: Path,
     r = qtsearch(*qt_argv(emma, tmp_path / "on-two", 6), "--resume", "--nproc", "2")
     assert r.returncode == 0, r.stderr
     # one process: the checkpoint's 2 batches per step, computed in turn
-    assert train(qt_config(emma, tmp_path / "on-one", 6), resume=True,
-                 progress=False).steps == 6
+    assert train(qt_config(emma, tmp_path / "on-one", 6), resume=True).steps == 6
     for name in ("on-two", "on-one"):
         assert_same_weights(tmp_path / name, tmp_path / "whole")
         assert [r["step"] for r in validation(tmp_path / name)] == [0, 2, 4, 6]
@@ -194,8 +194,7 @@ def test_a_two_process_run_resumes_on_two_processes_or_on_one(emma: Path,
                                    rtol=1e-5)
     with pytest.raises(UsageError, match=r"--batches-per-step differs from the checkpoint "
                                          r"\(2 there, 1 now\)"):
-        train(qt_config(emma, tmp_path / "two", 6, batches_per_step=1), resume=True,
-              progress=False)
+        train(qt_config(emma, tmp_path / "two", 6, batches_per_step=1), resume=True)
     r = qtsearch(*qt_argv(emma, tmp_path / "two", 6), "--resume", "--nproc", "3")
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
@@ -212,7 +211,7 @@ def test_every_objective_on_two_processes_equals_one(objective: str, emma: Path,
     r = qtsearch(*qt_argv(emma, tmp_path / "two", 2, *more), "--nproc", "2")
     assert r.returncode == 0, r.stderr
     train(qt_config(emma, tmp_path / "one", 2, objective=objective, batch_size=32,
-                    batches_per_step=2), progress=False)
+                    batches_per_step=2))
     assert_same_weights(tmp_path / "two", tmp_path / "one")
 
 

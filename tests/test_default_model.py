@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def demo_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return ensure_demo_index(tmp_path_factory.mktemp("demo") / "index", progress=False)
+    return ensure_demo_index(tmp_path_factory.mktemp("demo") / "index")
 
 
 def test_shipped_model_is_small_safe_and_records_its_validation() -> None:

@@ -43,7 +43,7 @@ def jsonl(records: list[dict], tmp_path_factory: pytest.TempPathFactory) -> Path
 @pytest.fixture(scope="module")
 def index(jsonl: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("idx") / "scifact"
-    build_index(IndexConfig(corpus=[str(jsonl)], out=str(out)), progress=False)
+    build_index(IndexConfig(corpus=[str(jsonl)], out=str(out)))
     return out
 
 
@@ -135,7 +135,7 @@ def test_identical_texts_are_shown_once(tmp_path: Path, shared_data: Path) -> No
     sentences = [line.split("\t")[1] for line in lines]
     corpus = tmp_path / "dup.txt"
     corpus.write_text("".join(f"{s}\n" for s in sentences * 3), encoding="utf-8")
-    build_index(IndexConfig(corpus=[str(corpus)], out=str(tmp_path / "i")), progress=False)
+    build_index(IndexConfig(corpus=[str(corpus)], out=str(tmp_path / "i")))
     with Index.open(tmp_path / "i") as idx:
         for mode in ("hybrid", "semantic", "lexical"):
             hits = idx.search(sentences[0], 10, mode)[0]
@@ -237,7 +237,7 @@ def test_passages_fuse_with_feedback_and_sentences_without(
              "SICK_trial.txt").read_text(encoding="utf-8").splitlines()[1:300]]
     corpus = tmp_path / "sentences.txt"
     corpus.write_text("".join(f"{s}\n" for s in lines), encoding="utf-8")
-    build_index(IndexConfig(corpus=[str(corpus)], out=str(tmp_path / "s")), progress=False)
+    build_index(IndexConfig(corpus=[str(corpus)], out=str(tmp_path / "s")))
     with Index.open(tmp_path / "s") as idx:
         model_weight = float(idx.encoder.search["lexical_weight"])
         assert (idx.lexical_weight, idx.feedback) == (model_weight, 0.0)

@@ -35,20 +35,20 @@ def test_second_run_reads_vectors_from_disk_and_a_new_model_misses(shared_data, 
     config = EvalConfig(tasks=["SICK-E", "SICK-R", "STS16"], data_dir=str(shared_data), limit=60)
     glove = GloveBow()
     first = Counting(glove)
-    run1 = evaluate([first], config, progress=False)
+    run1 = evaluate([first], config)
     assert first.encoded > 0 and run1.encoders[0].vectors["SICK-E"] == "encoded"
     assert run1.encoders[0].vectors["SICK-R"] == "memory"  # same sentences, encoded once
     second = Counting(glove)
-    run2 = evaluate([second], config, progress=False)
+    run2 = evaluate([second], config)
     assert second.encoded == 0
     assert set(run2.encoders[0].vectors.values()) <= {"disk", "memory"}
     assert run2.encoders[0].results == run1.encoders[0].results
     other = Counting(glove, fingerprint="another-model")  # a changed model: its own vectors
-    evaluate([other], config, progress=False)
+    evaluate([other], config)
     assert other.encoded == first.encoded
     assert len(list((cache_root / "eval").iterdir())) == 2
     off = Counting(glove)
-    evaluate([off], EvalConfig(**{**config.__dict__, "cache": False}), progress=False)
+    evaluate([off], EvalConfig(**{**config.__dict__, "cache": False}))
     assert off.encoded == first.encoded
 
 

@@ -152,7 +152,7 @@ def tiny_runs(tiny_model, shared_data):
     books = [str(shared_data / SMALL_BOOK)]
     config = EvalConfig(data_dir=str(shared_data), limit=150, books=books, queries=300,
                         folds=5, cache=False)
-    return evaluate([load_encoder(tiny_model, device="cpu")], config, progress=False)
+    return evaluate([load_encoder(tiny_model, device="cpu")], config)
 
 
 def test_every_task_scores_within_valid_ranges(tiny_runs):
@@ -221,7 +221,7 @@ def test_eval_records_which_vectors_it_probed(shared_data):
     for unit in (True, False):
         config = EvalConfig(tasks=["SICK-R"], data_dir=str(shared_data), limit=300,
                             cache=False, unit_vectors=unit)
-        run = evaluate([MeanEncoder()], config, progress=False)
+        run = evaluate([MeanEncoder()], config)
         assert run.to_json()["config"]["unit_vectors"] is unit
         figures[unit] = run.encoders[0].results["SICK-R"]["pearson"]
     assert figures[True] != pytest.approx(figures[False], abs=1e-4)
@@ -229,6 +229,5 @@ def test_eval_records_which_vectors_it_probed(shared_data):
 
 def test_glove_is_clearly_above_chance_on_subj(shared_data):
     config = EvalConfig(tasks=["SUBJ"], data_dir=str(shared_data), limit=1000)
-    run = evaluate([GloveBow()], EvalConfig(**{**config.__dict__, "cache": False}),
-                   progress=False)
+    run = evaluate([GloveBow()], EvalConfig(**{**config.__dict__, "cache": False}))
     assert run.encoders[0].results["SUBJ"]["acc"] > 75  # chance 50; full data gives ~89

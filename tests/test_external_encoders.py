@@ -66,7 +66,7 @@ def test_index_built_with_model2vec_is_searchable(shared_data: Path, tmp_path: P
     emma = shared_data / "gutenberg" / "0003-austen-jane--emma.txt.gz"
     out = tmp_path / "idx"
     result = build_index(IndexConfig(corpus=[str(emma)], model="model2vec", out=str(out),
-                                     split_sentences=True, shard_size=4000), progress=False)
+                                     split_sentences=True, shard_size=4000))
     assert result.manifest["model"]["path"] == "model2vec"
     with Index.open(out) as index:  # the encoder is found by its name in the manifest
         assert index.count > 5000

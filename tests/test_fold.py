@@ -43,7 +43,7 @@ def _fold(folder: Path) -> Fold | None:
 
 def _build(corpus: Path, out: Path, index: str) -> Path:
     build_index(IndexConfig(corpus=[str(corpus)], model=None, out=str(out), index=index,
-                            device="cpu", shard_size=700), progress=False)
+                            device="cpu", shard_size=700))
     return out
 
 
@@ -103,7 +103,7 @@ def test_add_folds_copies_of_held_vectors(pair, tmp_path):
     more.write_text(f"{REPEATED[0]}\nA sentence never seen before in this corpus, about "
                     f"rivers.\nA sentence never seen before in this corpus, about rivers.\n",
                     encoding="utf-8")
-    add_to_index(folder, [str(more)], split_sentences=False, progress=False)
+    add_to_index(folder, [str(more)], split_sentences=False)
     after = _fold(folder)
     assert after is not None
     assert after.rows == before.rows + 3 and after.nodes == before.nodes + 1
@@ -173,7 +173,7 @@ def test_a_graph_without_a_fold_opens_and_adds_one_node_per_sentence(shared_data
         top = idx.search(REPEATED[1], k=1, mode="semantic")[0][0]
     more = tmp_path / "more.txt"
     more.write_text(f"{top.text}\n{top.text}\n", encoding="utf-8")
-    add_to_index(folder, [str(more)], split_sentences=False, progress=False)
+    add_to_index(folder, [str(more)], split_sentences=False)
     assert not (folder / FOLD_FILE).exists()
     backend = FaissBackend.open(folder / "index.faiss")
     assert backend.ntotal == int(backend.index.ntotal) == rows + 2

@@ -31,7 +31,7 @@ def corpus(shared_data, tmp_path_factory) -> Path:
 def built(corpus, tiny_model, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("fts") / "wiki"
     build_index(IndexConfig(corpus=[str(corpus)], model=str(tiny_model), out=str(out),
-                            index="flat", split_sentences=True, shard_size=300), progress=False)
+                            index="flat", split_sentences=True, shard_size=300))
     return out
 
 
@@ -65,7 +65,7 @@ def test_add_indexes_only_the_new_rows(built, tmp_path):
     more = tmp_path / "more.txt"
     more.write_text("A zeppelinlike craft drifted over the harbour.\nAnother new line.\n",
                     encoding="utf-8")
-    result = add_to_index(folder, [str(more)], progress=False)
+    result = add_to_index(folder, [str(more)])
     assert result.added == 2 and len(fts_ids(folder)) == before + 2
     assert_fts_matches_vectors(folder)
     conn = sqlite3.connect(folder / "meta.sqlite")
@@ -87,12 +87,12 @@ def test_add_gives_an_old_index_the_whole_table(built, tmp_path):
         assert not store.has_fts()
     more = tmp_path / "more.txt"
     more.write_text("One more sentence.\n", encoding="utf-8")
-    add_to_index(folder, [str(more)], progress=False)
+    add_to_index(folder, [str(more)])
     assert_fts_matches_vectors(folder)
 
 
 def test_derived_build_keeps_the_table(built, tmp_path):
-    result = build_from_index(built, tmp_path / "hnsw", "hnsw", progress=False)
+    result = build_from_index(built, tmp_path / "hnsw", "hnsw")
     assert result.manifest["fts"] is True
     assert_fts_matches_vectors(result.path)
 

@@ -312,7 +312,7 @@ def test_an_index_of_the_old_format_still_opens(shared_data, tiny_model, tmp_pat
     out = tmp_path / "old"
     build_index(IndexConfig(corpus=[str(corpus_file(shared_data, tmp_path))],
                             model=str(tiny_model), out=str(out), index="flat", fit="none",
-                            device="cpu", precision="fp32"), progress=False)
+                            device="cpu", precision="fp32"))
     conn = sqlite3.connect(out / "meta.sqlite")
     conn.execute("DROP TABLE sentences_fts")
     conn.commit()

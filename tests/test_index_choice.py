@@ -73,8 +73,7 @@ def corpus(shared_data, tmp_path_factory):
 def flat(corpus, tiny_model, tmp_path_factory):
     out = tmp_path_factory.mktemp("flat") / "wiki"
     return build_index(IndexConfig(corpus=[str(corpus)], model=str(tiny_model), out=str(out),
-                                   index="flat", split_sentences=True, shard_size=1000),
-                       progress=False)
+                                   index="flat", split_sentences=True, shard_size=1000))
 
 
 @pytest.mark.parametrize("kind", ["sq8", "ivf", "hnsw"])
@@ -85,7 +84,7 @@ def test_each_automatic_type_answers_as_exact_search(kind, flat, corpus, tiny_mo
     10th counted as found, as the build counts them) reaches the contract the build records."""
     result = build_index(IndexConfig(corpus=[str(corpus)], model=str(tiny_model),
                                      out=str(tmp_path / kind), index=kind,
-                                     split_sentences=True, shard_size=1000), progress=False)
+                                     split_sentences=True, shard_size=1000))
     m = result.manifest
     assert m["index_type"] == kind
     assert m["build"]["recall"]["recall@10"] >= TARGET_RECALL

@@ -41,7 +41,7 @@ def corpus(shared_data, tmp_path_factory):
 def _build(corpus, model, out, index_type):
     return build_index(IndexConfig(corpus=[str(corpus)], model=str(model), out=str(out),
                                    index=index_type, split_sentences=True, parquet=True,
-                                   shard_size=400), progress=False)
+                                   shard_size=400))
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def flat(corpus, tiny_model, tmp_path_factory):
 def test_derived_index_is_the_direct_build(flat, corpus, tiny_model, tmp_path, index_type):
     """Same faiss bytes, search parameters, measured recall and hits as `build-index --index
     TYPE` on the corpus, and the metadata of the source."""
-    derived = build_from_index(flat.path, tmp_path / "derived", index_type, progress=False)
+    derived = build_from_index(flat.path, tmp_path / "derived", index_type)
     direct = _build(corpus, tiny_model, tmp_path / "direct", index_type)
     d, b = derived.manifest, direct.manifest
     assert d["index_type"] == b["index_type"] == index_type
@@ -69,7 +69,7 @@ def test_derived_index_is_the_direct_build(flat, corpus, tiny_model, tmp_path, i
 
 
 def test_derived_manifest_records_its_source(flat, tmp_path):
-    result = build_from_index(flat.path, tmp_path / "hnsw", "hnsw", progress=False)
+    result = build_from_index(flat.path, tmp_path / "hnsw", "hnsw")
     m = read_manifest(result.path)
     assert m["index_type"] == "hnsw" and m["count"] == flat.manifest["count"]
     assert m["model"] == flat.manifest["model"] and m["corpus"] == flat.manifest["corpus"]
@@ -84,16 +84,16 @@ def test_derived_manifest_records_its_source(flat, tmp_path):
 
 
 def test_derive_refuses_bad_sources_and_outputs(flat, tmp_path):
-    sq8 = build_from_index(flat.path, tmp_path / "sq8", "sq8", progress=False)
+    sq8 = build_from_index(flat.path, tmp_path / "sq8", "sq8")
     with pytest.raises(UsageError, match="only a flat index"):
-        build_from_index(sq8.path, tmp_path / "x", "hnsw", progress=False)
+        build_from_index(sq8.path, tmp_path / "x", "hnsw")
     with pytest.raises(OutputError, match="already exists"):
-        build_from_index(flat.path, sq8.path, "sq8", progress=False)
+        build_from_index(flat.path, sq8.path, "sq8")
     with pytest.raises(UsageError, match="another folder"):
-        build_from_index(flat.path, flat.path, "sq8", overwrite=True, progress=False)
+        build_from_index(flat.path, flat.path, "sq8", overwrite=True)
     with pytest.raises(UsageError, match="--index must be"):
-        build_from_index(flat.path, tmp_path / "y", "lsh", progress=False)
-    again = build_from_index(flat.path, sq8.path, "sq8", overwrite=True, progress=False)
+        build_from_index(flat.path, tmp_path / "y", "lsh")
+    again = build_from_index(flat.path, sq8.path, "sq8", overwrite=True)
     assert again.manifest["count"] == flat.manifest["count"]
 
 

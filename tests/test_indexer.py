@@ -34,7 +34,7 @@ def flat_index(corpus, tiny_model, tmp_path_factory):
     out = tmp_path_factory.mktemp("flat") / "wiki"
     result = build_index(IndexConfig(corpus=[str(corpus)], model=str(tiny_model), out=str(out),
                                      index="flat", split_sentences=True, parquet=True,
-                                     shard_size=1000), progress=False)
+                                     shard_size=1000))
     result.files = sorted(p.name for p in result.path.iterdir())  # before any reader opens it
     return result
 
@@ -106,7 +106,7 @@ def test_parquet_equals_sqlite(flat_index):
 def test_approximate_recall_against_flat(kind, flat_index, corpus, tiny_model, tmp_path):
     result = build_index(IndexConfig(corpus=[str(corpus)], model=str(tiny_model),
                                      out=str(tmp_path / kind), index=kind,
-                                     split_sentences=True, shard_size=1000), progress=False)
+                                     split_sentences=True, shard_size=1000))
     m = result.manifest
     assert m["index_type"] == kind
     x = _vectors(flat_index.path)
@@ -150,7 +150,7 @@ def test_add_appends(flat_index, shared_data, tiny_model, tmp_path):
     more = tmp_path / "more.txt"
     more.write_text("A new sentence about rivers.\nAnother one follows.\n\n"
                     "Second document here.\n", encoding="utf-8")
-    result = add_to_index(folder, [str(more)], split_sentences=False, progress=False)
+    result = add_to_index(folder, [str(more)], split_sentences=False)
     assert result.added == 3 and result.count == before + 3
     m = read_manifest(folder)
     assert m["count"] == before + 3 and m["corpus"][-1]["path"] == str(more)
@@ -171,28 +171,25 @@ def test_bad_inputs_lose_nothing(flat_index, corpus, tiny_model, tmp_path):
     before = sorted((p.name, p.stat().st_size) for p in flat_index.path.iterdir())
     cfg = dict(model=str(tiny_model), split_sentences=True)
     with pytest.raises(OutputError, match="already exists"):
-        build_index(IndexConfig(corpus=[str(corpus)], out=str(flat_index.path), **cfg),
-                    progress=False)
+        build_index(IndexConfig(corpus=[str(corpus)], out=str(flat_index.path), **cfg))
     assert sorted((p.name, p.stat().st_size) for p in flat_index.path.iterdir()) == before
     with pytest.raises(InputError, match="no such file"):
         build_index(IndexConfig(corpus=[str(tmp_path / "nope.txt")], out=str(tmp_path / "a"),
-                                **cfg), progress=False)
+                                **cfg))
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     with pytest.raises(InputError, match="empty"):
-        build_index(IndexConfig(corpus=[str(empty)], out=str(tmp_path / "b"), **cfg),
-                    progress=False)
+        build_index(IndexConfig(corpus=[str(empty)], out=str(tmp_path / "b"), **cfg))
     with pytest.raises(ModelError):
         build_index(IndexConfig(corpus=[str(corpus)], model=str(tmp_path / "no-model"),
-                                out=str(tmp_path / "c")), progress=False)
+                                out=str(tmp_path / "c")))
     assert not any((tmp_path / n).exists() for n in ("a", "b", "c", "a.partial", "c.partial"))
     # a folder that is not an index is never replaced, even with overwrite
     precious = tmp_path / "precious"
     precious.mkdir()
     (precious / "notes.txt").write_text("keep me")
     with pytest.raises(OutputError, match="not a qtsearch index"):
-        build_index(IndexConfig(corpus=[str(corpus)], out=str(precious), overwrite=True, **cfg),
-                    progress=False)
+        build_index(IndexConfig(corpus=[str(corpus)], out=str(precious), overwrite=True, **cfg))
     assert (precious / "notes.txt").read_text() == "keep me"
 
 
@@ -204,7 +201,7 @@ def test_overwrite_replaces_atomically(flat_index, corpus, tiny_model, tmp_path)
     small = tmp_path / "small.txt"
     small.write_text("One line.\nTwo lines.\n", encoding="utf-8")
     result = build_index(IndexConfig(corpus=[str(small)], model=str(tiny_model),
-                                     out=str(folder), overwrite=True), progress=False)
+                                     out=str(folder), overwrite=True))
     assert result.manifest["count"] == 2 and read_manifest(folder)["count"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx", "small.txt"]
 
@@ -239,7 +236,7 @@ def test_gpu_build_matches_cpu(flat_index, corpus, tiny_model, tmp_path):
     the same recall as a CPU build."""
     result = build_index(IndexConfig(corpus=[str(corpus)], model=str(tiny_model),
                                      out=str(tmp_path / "gpu"), index="ivf-pq", device="cuda",
-                                     split_sentences=True, shard_size=1000), progress=False)
+                                     split_sentences=True, shard_size=1000))
     assert result.manifest["build"]["faiss_device"] == "cuda"
     index = open_faiss_index(result.path / "index.faiss")  # readable by CPU faiss
     assert index.ntotal == result.manifest["count"]
@@ -264,10 +261,10 @@ def test_interrupted_rename_resumes_without_rework(corpus, tiny_model, tmp_path,
 
     monkeypatch.setattr(indexer, "swap_in", stop)
     with pytest.raises(KeyboardInterrupt):
-        build_index(cfg, progress=False)
+        build_index(cfg)
     assert not (tmp_path / "a").exists() and (tmp_path / "a.partial" / "index.faiss").is_file()
     monkeypatch.undo()
-    result = build_index(cfg, progress=False)
+    result = build_index(cfg)
     assert "everything" in result.resumed
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [
         "bm25", "config.json", "index.faiss", "manifest.json", "meta.sqlite", "transform.json",

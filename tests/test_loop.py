@@ -62,13 +62,12 @@ def emma_config(shared: Path, out: Path, corpus: str, **kw) -> TrainConfig:
 def test_resume_compares_typed_options_and_the_corpus_itself(shared_data: Path,
                                                              tmp_path: Path) -> None:
     book = str(shared_data / BOOK)
-    train(emma_config(shared_data, tmp_path, book, max_steps=2), progress=False)
+    train(emma_config(shared_data, tmp_path, book, max_steps=2))
     with pytest.raises(UsageError, match=r"--hidden differs from the checkpoint \(16 there, 24"):
-        train(emma_config(shared_data, tmp_path, book, hidden=24), resume=True, progress=False)
+        train(emma_config(shared_data, tmp_path, book, hidden=24), resume=True)
     # the same file by another path: the corpus signature (resolved path) decides
     other_path = str(shared_data / "gutenberg" / "." / Path(BOOK).name)
-    assert train(emma_config(shared_data, tmp_path, other_path), resume=True,
-                 progress=False).steps == 4
+    assert train(emma_config(shared_data, tmp_path, other_path), resume=True).steps == 4
 
 
 def nli_config(shared: Path, out: Path, **kw) -> NLITrainConfig:
@@ -81,11 +80,11 @@ def test_nli_resumes_from_a_checkpoint_killed_before_its_rename(shared_data: Pat
                                                                 tmp_path: Path) -> None:
     """Killed after the old checkpoint was removed and before checkpoint.tmp was renamed:
     the complete checkpoint.tmp is taken (only the QT trainer did this before)."""
-    train_nli(nli_config(shared_data, tmp_path / "whole"), progress=False)
+    train_nli(nli_config(shared_data, tmp_path / "whole"))
     part = tmp_path / "part"
-    train_nli(nli_config(shared_data, part, max_steps=6), progress=False)
+    train_nli(nli_config(shared_data, part, max_steps=6))
     (part / "checkpoint").rename(part / "checkpoint.tmp")
-    train_nli(nli_config(shared_data, part), resume=True, progress=False)
+    train_nli(nli_config(shared_data, part), resume=True)
     assert not (part / "checkpoint.tmp").exists()
     a, b = (load_file(str(tmp_path / r / "weights.safetensors")) for r in ("whole", "part"))
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
@@ -121,9 +120,9 @@ def test_a_checkpoint_of_the_old_train_loop_still_resumes(shared_data: Path,
     from safetensors.torch import save_file
 
     book = str(shared_data / BOOK)
-    train(emma_config(shared_data, tmp_path / "whole", book), progress=False)
+    train(emma_config(shared_data, tmp_path / "whole", book))
     part = tmp_path / "part"
-    train(emma_config(shared_data, part, book, max_steps=2), progress=False)
+    train(emma_config(shared_data, part, book, max_steps=2))
     state_path = part / "checkpoint" / "state.json"
     state = json.loads(state_path.read_text())
     state["config"] |= state.pop("data")
@@ -131,6 +130,6 @@ def test_a_checkpoint_of_the_old_train_loop_still_resumes(shared_data: Path,
     tensors = load_torch(str(part / "checkpoint" / "state.safetensors"))
     save_file({k.replace("model.encoder.", "model.", 1): v for k, v in tensors.items()},
               str(part / "checkpoint" / "state.safetensors"))
-    train(emma_config(shared_data, part, book), resume=True, progress=False)
+    train(emma_config(shared_data, part, book), resume=True)
     a, b = (load_file(str(tmp_path / r / "weights.safetensors")) for r in ("whole", "part"))
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)

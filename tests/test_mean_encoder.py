@@ -51,7 +51,7 @@ def mean_model(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> P
         pairs=[str(shared_data / COCO)], data=str(shared_data), out=str(out), encoder="mean",
         word_vectors="model2vec", glove_words=0, train_words=4000, pairs_batch_size=64,
         max_steps=60, val_every=30, checkpoint_every=60, lr=1e-3)
-    train_multitask(config, progress=False)
+    train_multitask(config)
     return out
 
 
@@ -95,7 +95,7 @@ def test_multitask_nli_counts_only_pairs_outside_the_evaluation_files(
     runs = []
     for flag in (True, False):
         out = tmp_path / str(flag)
-        train_multitask(MultitaskConfig(out=str(out), eval_filter=flag, **base), progress=False)
+        train_multitask(MultitaskConfig(out=str(out), eval_filter=flag, **base))
         runs.append(json.loads((out / "config.json").read_text())["train"])
     filtered, unfiltered = runs
     count = [r["train_pairs"] + r["valid_pairs"] + r["dropped_pairs"] for r in runs]
@@ -133,8 +133,7 @@ def test_a_models_search_settings_choose_the_fit_and_the_bm25_weight(
     fits = {}
     for model in (tuned, mean_model):
         out = tmp_path / f"index-{model.name}"
-        build_index(IndexConfig(corpus=[str(corpus)], model=str(model), out=str(out)),
-                    progress=False)
+        build_index(IndexConfig(corpus=[str(corpus)], model=str(model), out=str(out)))
         with Index.open(out, device="cpu") as index:
             fits[model] = (index.manifest["transform"]["spec"], index.lexical_weight)
     assert fits[tuned] == ("centre", 0.3)

@@ -33,7 +33,7 @@ def multitask_model(shared_data: Path, tmp_path_factory: pytest.TempPathFactory)
         qt_batch_size=64, batch_size=64, qt_val_blocks=8, schedule="round-robin",
         max_steps=80, val_every=40, checkpoint_every=80, lr=3e-3,
     )
-    train_multitask(config, progress=False)
+    train_multitask(config)
     return out
 
 
@@ -94,9 +94,9 @@ def test_resume_continues_exactly(shared_data: Path, tmp_path: Path) -> None:
             max_steps=steps, val_every=5, checkpoint_every=5,
         )
 
-    train_multitask(config(tmp_path / "whole", 10), progress=False)
-    train_multitask(config(tmp_path / "part", 5), progress=False)
-    train_multitask(config(tmp_path / "part", 10), resume=True, progress=False)
+    train_multitask(config(tmp_path / "whole", 10))
+    train_multitask(config(tmp_path / "part", 5))
+    train_multitask(config(tmp_path / "part", 10), resume=True)
     for name in ("weights.safetensors", "heads.safetensors"):
         a, b = (load_file(str(tmp_path / run / name)) for run in ("whole", "part"))
         assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)

@@ -120,7 +120,7 @@ def test_training_with_negations_pulls_negated_sentences_apart(shared_data: Path
     runs = {"plain": {}, "negations": {"negations": True},
             "scope": {"negations": True, "negation_scope": True}}
     for name, kw in runs.items():
-        train_pairs(config(shared_data, tmp_path / name, **kw), progress=False)
+        train_pairs(config(shared_data, tmp_path / name, **kw))
     facts = json.loads((tmp_path / "negations" / "config.json").read_text())["train"]
     assert facts["pairs_negations"] > 0.5 * facts["pairs_train"]
     assert "pairs_negations" not in json.loads(
@@ -143,7 +143,7 @@ def test_a_model_with_negation_scopes_encodes_alike_in_numpy_and_torch(
         shared_data: Path, tmp_path: Path) -> None:
     torch.set_num_threads(1)
     train_pairs(config(shared_data, tmp_path, negations=True, negation_scope=True, max_steps=60,
-                       val_every=60, checkpoint_every=60), progress=False)
+                       val_every=60, checkpoint_every=60))
     model, vocab, _ = load_model(tmp_path)
     assert model.cfg.negation_scope
     assert not torch.equal(model.negated, torch.ones_like(model.negated))  # it trained

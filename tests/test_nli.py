@@ -43,7 +43,7 @@ def nli_config(shared: Path, out: Path, **kw) -> NLITrainConfig:
 def nli_model(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("nli_model")
-    train_nli(nli_config(shared_data, out), progress=False)
+    train_nli(nli_config(shared_data, out))
     return out
 
 
@@ -201,20 +201,19 @@ def test_model_folder_loads_with_load_encoder_and_encodes(nli_model: Path) -> No
 def test_resume_continues_exactly(shared_data: Path, tmp_path: Path) -> None:
     kw = dict(max_steps=12, val_every=6, checkpoint_every=6, hidden=16, fc_dim=16)
     whole = tmp_path / "whole"
-    train_nli(nli_config(shared_data, whole, **kw), progress=False)
+    train_nli(nli_config(shared_data, whole, **kw))
     part = tmp_path / "part"
-    train_nli(nli_config(shared_data, part, **{**kw, "max_steps": 6}), progress=False)
-    train_nli(nli_config(shared_data, part, **kw), resume=True, progress=False)
+    train_nli(nli_config(shared_data, part, **{**kw, "max_steps": 6}))
+    train_nli(nli_config(shared_data, part, **kw), resume=True)
     a = load_file(str(whole / "weights.safetensors"))
     b = load_file(str(part / "weights.safetensors"))
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
     vals = [[r for r in read_metrics(f) if "val_accuracy" in r] for f in (part, whole)]
     assert vals[0] == vals[1] and [r["step"] for r in vals[0]] == [0, 6, 12]
     with pytest.raises(UsageError, match="--lr differs"):
-        train_nli(nli_config(shared_data, part, **{**kw, "lr": 1e-3}), resume=True,
-                  progress=False)
+        train_nli(nli_config(shared_data, part, **{**kw, "lr": 1e-3}), resume=True)
     with pytest.raises(ModelError, match="no checkpoint"):
-        train_nli(nli_config(shared_data, tmp_path / "new", **kw), resume=True, progress=False)
+        train_nli(nli_config(shared_data, tmp_path / "new", **kw), resume=True)
 
 
 def test_random_baseline_of_an_nli_model(nli_model: Path, tmp_path: Path,

@@ -132,8 +132,7 @@ def test_the_same_text_has_one_vector_at_build_add_and_query(
     out = tmp_path / "index"
     with caplog.at_level(logging.INFO, logger="qtsearch"):
         result = build_index(IndexConfig(corpus=[str(corpus)], model=str(open_), out=str(out),
-                                         index="flat", device="cpu", fit="none"),
-                             progress=False)
+                                         index="flat", device="cpu", fit="none"))
     # the build reports the share of words it composed
     assert result.words is not None and 0 < result.words["composed"] < result.words["tokens"]
     assert any("composed from word pieces" in r.getMessage() for r in caplog.records)
@@ -144,7 +143,7 @@ def test_the_same_text_has_one_vector_at_build_add_and_query(
     assert plain.pieces is not None
     row = found[1][found[0].index("glioma")]
     assert not np.allclose(row, plain.pieces.compose("glioma"))
-    add_to_index(out, [str(more)], device="cpu", progress=False)
+    add_to_index(out, [str(more)], device="cpu")
     with Index.open(out, model=plain) as index:  # an encoder shared with other indexes
         assert 1 not in plain.token_ids("glioma") and not np.allclose(
             plain.encode(["glioma"])[0], row)  # its own rows stay the pieces'
@@ -182,8 +181,7 @@ def test_an_open_vocabulary_tokenises_in_one_process(
 
     def build(out: Path) -> np.ndarray:
         build_index(IndexConfig(corpus=[str(corpus)], model=str(models[1]), out=str(out),
-                                index="flat", device="cpu", fit="none", shard_size=50),
-                    progress=False)
+                                index="flat", device="cpu", fit="none", shard_size=50))
         index = open_faiss_index(out / INDEX_FILE)
         return index.reconstruct_n(0, index.ntotal)
 

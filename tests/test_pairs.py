@@ -171,7 +171,7 @@ def pairs_config(shared: Path, out: Path, **kw) -> PairsTrainConfig:
 def test_short_real_pairs_training_improves_its_validation(shared_data: Path,
                                                            tmp_path: Path) -> None:
     torch.set_num_threads(1)
-    result = train_pairs(pairs_config(shared_data, tmp_path), progress=False)
+    result = train_pairs(pairs_config(shared_data, tmp_path))
     vals = [r for r in read_metrics(tmp_path) if "val_accuracy" in r]
     first, last = vals[0], vals[-1]
     assert (first["step"], last["step"], result.steps) == (0, 60, 60)
@@ -189,10 +189,9 @@ def test_short_real_pairs_training_improves_its_validation(shared_data: Path,
 @pytest.mark.slow
 def test_pairs_resume_continues_exactly(shared_data: Path, tmp_path: Path) -> None:
     kw = dict(max_steps=8, val_every=4, checkpoint_every=4, hidden=16)
-    train_pairs(pairs_config(shared_data, tmp_path / "whole", **kw), progress=False)
-    train_pairs(pairs_config(shared_data, tmp_path / "part", **(kw | {"max_steps": 4})),
-                progress=False)
-    train_pairs(pairs_config(shared_data, tmp_path / "part", **kw), resume=True, progress=False)
+    train_pairs(pairs_config(shared_data, tmp_path / "whole", **kw))
+    train_pairs(pairs_config(shared_data, tmp_path / "part", **(kw | {"max_steps": 4})))
+    train_pairs(pairs_config(shared_data, tmp_path / "part", **kw), resume=True)
     a, b = (load_file(str(tmp_path / run / "weights.safetensors")) for run in ("whole", "part"))
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
 
@@ -207,7 +206,7 @@ def test_multitask_with_pairs_improves_every_task(shared_data: Path, tmp_path: P
         hidden=32, fc_dim=64, glove_words=2000, vocab_size=3000, qt_batch_size=64,
         batch_size=64, pairs_batch_size=48, qt_val_blocks=8, schedule="round-robin",
         max_steps=90, val_every=45, checkpoint_every=90, lr=3e-3)
-    train_multitask(config, progress=False)
+    train_multitask(config)
     vals = [r for r in read_metrics(tmp_path) if "val_accuracy" in r]
     first, last = vals[0], vals[-1]
     for prefix in ("", "qt_", "pairs_"):

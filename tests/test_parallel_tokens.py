@@ -69,7 +69,7 @@ def test_a_build_tokenised_by_workers_equals_the_serial_build(
     def build(out: Path) -> tuple[list[tuple], np.ndarray]:
         build_index(IndexConfig(corpus=[str(emma_lines)], out=str(out), index="flat",
                                 model=str(closed_model),
-                                device="cpu", shard_size=250, fit="none"), progress=False)
+                                device="cpu", shard_size=250, fit="none"))
         return _rows_and_vectors(out)
 
     serial_rows, serial_vectors = build(tmp_path / "serial")

@@ -59,7 +59,7 @@ def test_multitask_redraws_one_row_per_task_at_each_validation(
         qt_batch_size=32, batch_size=32, qt_val_blocks=2, max_steps=10, val_every=5,
         checkpoint_every=10, log_every=5,
     )
-    train_multitask(config, progress=False)
+    train_multitask(config)
     rows = read_metrics(tmp_path)
     validations = [r["step"] for r in rows if "val_loss" in r]
     assert validations == [0, 5, 10] and len(drawn) == 3 and drawn[-1] == len(rows)
@@ -103,10 +103,11 @@ def run_without_matplotlib(script: str, tmp_path: Path) -> subprocess.CompletedP
 def test_without_matplotlib_training_says_so_once_and_info_fails_in_one_line(
         shared_data: Path, tmp_path: Path) -> None:
     train = f"""
+from qtsearch.app.progress import RichReporter
 from qtsearch.training.trainer import TrainConfig, train
 train(TrainConfig(corpus=[{str(shared_data / BOOK)!r}], out="model", encoder="uni", hidden=16,
       word_dim=16, vocab_size=2000, batch_size=50, max_steps=10, split_sentences=True,
-      val_every=5, checkpoint_every=10), progress=True)
+      val_every=5, checkpoint_every=10), reporter=RichReporter())
 """
     r = run_without_matplotlib(train, tmp_path)
     assert r.returncode == 0, r.stderr

@@ -43,7 +43,7 @@ def config(shared_data: Path, out: Path, index: str) -> IndexConfig:
 def local(shared_data: Path, tmp_path_factory) -> dict[str, Path]:
     """The local engine's indexes, flat and IVF-PQ, of the same corpus."""
     root = tmp_path_factory.mktemp("local")
-    return {kind: build_index(config(shared_data, root / kind, kind), progress=False).path
+    return {kind: build_index(config(shared_data, root / kind, kind)).path
             for kind in ("flat", "ivf-pq")}
 
 
@@ -113,9 +113,9 @@ def test_the_local_engine_finishes_an_interrupted_ray_build(ray_cluster, local, 
     cfg = config(shared_data, tmp_path / "index", "flat")
     stop_embedding_after(2, monkeypatch)
     with pytest.raises(Interrupted):
-        build_on("ray", cfg, RayOptions(workers=2), progress=False)
+        build_on("ray", cfg, RayOptions(workers=2))
     monkeypatch.undo()
-    result = build_on("local", cfg, progress=False)
+    result = build_on("local", cfg)
     assert any("embedded shards" in r for r in result.resumed)
     assert "engine" not in result.manifest["build"]
     assert_same_index(result.path, local["flat"])
@@ -137,7 +137,7 @@ def test_interrupted_ray_build_resumes_to_the_identical_index(ray_cluster, local
     monkeypatch.setattr(ray_engine, "_over_shards", spy)
     stop_embedding_after(3, monkeypatch)
     with pytest.raises(Interrupted, match="run the same command again"):
-        build_on("ray", cfg, RayOptions(workers=2), progress=False)
+        build_on("ray", cfg, RayOptions(workers=2))
     embedded = sorted(shards.glob("emb_?????.npy"))  # whole files (tmp files have other names)
     # the workers may finish every shard before the driver's interrupt lands (a mean model
     # embeds a shard in milliseconds); the lost shard below leaves work to resume either way
@@ -152,7 +152,7 @@ def test_interrupted_ray_build_resumes_to_the_identical_index(ray_cluster, local
     merge = parts.merge_parts
     monkeypatch.setattr(parts, "merge_parts", stop_before_merging)
     with pytest.raises(Interrupted):
-        build_on("ray", cfg, RayOptions(workers=2), progress=False)
+        build_on("ray", cfg, RayOptions(workers=2))
     redone = set(handed_out[1])  # (a shard still in flight at the interruption may be kept)
     assert int(embedded[0].stem[4:]) in redone and not redone & kept
     assert handed_out[2] == list(range(8)) and len(list(shards.glob("emb_?????.npy"))) == 8
@@ -161,7 +161,7 @@ def test_interrupted_ray_build_resumes_to_the_identical_index(ray_cluster, local
     filled[-1].unlink()
     monkeypatch.setattr(parts, "merge_parts", merge)
 
-    result = build_on("ray", cfg, RayOptions(workers=2), progress=False)
+    result = build_on("ray", cfg, RayOptions(workers=2))
     assert handed_out[3:] == [[7]]  # nothing left to embed; only the lost part refilled
     assert "read" in result.resumed
     assert_same_index(result.path, local["ivf-pq"])

@@ -116,7 +116,7 @@ def test_a_reranked_system_reorders_the_first_stage(shared_data: Path) -> None:
     the ranking is no longer BM25's (TREC: many relevant questions, so the order shows)."""
     task, config = one_task(shared_data, "TREC", limit=150)
     systems = parse_systems([], [], ["glove:lexical", "glove:lexical+glove"])
-    cells = run_benchmark([task], systems, config, progress=False).results["TREC"]
+    cells = run_benchmark([task], systems, config).results["TREC"]
     plain, reranked = cells["BM25 (lexical)"], cells["BM25 (lexical)+glove"]
     assert reranked["queries"] == plain["queries"] == len(task.queries)
     assert reranked["failed"] == 0 and reranked["P@10"] != plain["P@10"]
@@ -129,7 +129,7 @@ def test_metrics_equal_brute_force_on_a_small_pool(shared_data: Path) -> None:
     from qtsearch.encoders.registry import load_encoder
 
     glove = load_encoder("glove")
-    folder, built = task_index(task, "glove", glove.name, glove.fingerprint, progress=False)
+    folder, built = task_index(task, "glove", glove.name, glove.fingerprint)
     assert built
     with Index.open(folder) as index:
         got = run_queries(index, task, "semantic")
@@ -154,7 +154,7 @@ def test_metrics_equal_brute_force_on_a_small_pool(shared_data: Path) -> None:
 def test_one_task_end_to_end_through_a_real_index(shared_data: Path) -> None:
     task, config = one_task(shared_data, "STSB-dev", limit=150)
     systems = parse_systems([], [], ["glove:hybrid", "glove:semantic", "glove:lexical"])
-    run = run_benchmark([task], systems, config, progress=False)
+    run = run_benchmark([task], systems, config)
     cells = run.results["STSB-dev"]
     assert set(cells) == {"glove · hybrid", "glove · semantic", "BM25 (lexical)"}
     for cell in cells.values():
@@ -162,7 +162,7 @@ def test_one_task_end_to_end_through_a_real_index(shared_data: Path) -> None:
         assert 0 < cell["R@1"] <= cell["R@10"] <= 1 and cell["R@1"] <= cell["MRR@10"] <= 1
     assert cells["BM25 (lexical)"] != cells["glove · semantic"]
     assert run.builds["STSB-dev|glove-bow"]["built"] is True
-    again = run_benchmark([task], systems, config, progress=False)  # cached: search only
+    again = run_benchmark([task], systems, config)  # cached: search only
     assert again.builds["STSB-dev|glove-bow"]["built"] is False
     for label, cell in cells.items():
         assert {m: v for m, v in again.results["STSB-dev"][label].items()
@@ -183,7 +183,7 @@ def test_a_changed_pool_is_caught(shared_data: Path) -> None:
     from qtsearch.encoders.registry import load_encoder
 
     glove = load_encoder("glove")
-    folder, _ = task_index(task, "glove", glove.name, glove.fingerprint, progress=False)
+    folder, _ = task_index(task, "glove", glove.name, glove.fingerprint)
     check_rows(folder, task)
     task.pool[3] = task.pool[3] + " changed"
     with pytest.raises(IndexError_, match="differ from the STSB-dev pool"):

@@ -47,7 +47,7 @@ def test_vocab_from_books_wikipedia_and_captions_knows_search_words(shared_data:
                                train=[str(shared_data / SNLI)], out=str(out), hidden=8,
                                fc_dim=8, glove_words=0, vocab_size=3000)
 
-    without = multitask_loop(base(tmp_path / "without"), progress=False).vocab
+    without = multitask_loop(base(tmp_path / "without")).vocab
     assert not all(without.knows(w) for w in SEARCH_WORDS)  # a novel and SNLI miss them
 
     out = tmp_path / "with"
@@ -73,5 +73,5 @@ def test_vocab_from_books_wikipedia_and_captions_knows_search_words(shared_data:
     # train-nli (and train-pairs: the same InferSent setup) take the option too
     nli = NLITrainConfig(train=[str(shared_data / SNLI)], out=str(tmp_path / "nli"),
                          glove_words=0, vocab_from=sources(shared_data), vocab_from_words=60_000)
-    nli_vocab = nli_loop(nli, progress=False).vocab
+    nli_vocab = nli_loop(nli).vocab
     assert len(nli_vocab) >= 50_000 and all(nli_vocab.knows(w) for w in SEARCH_WORDS)

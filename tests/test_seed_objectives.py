@@ -181,7 +181,7 @@ def test_warmup_then_decay_values() -> None:
 def test_short_real_training_improves_its_validation_metric(
     objective: str, options: dict, dim: int, drop: float, shared_data: Path, tmp_path: Path
 ) -> None:
-    result = train(config(shared_data, tmp_path, objective=objective, **options), progress=False)
+    result = train(config(shared_data, tmp_path, objective=objective, **options))
     vals = validations(tmp_path)
     first, last = vals[0], vals[-1]
     assert first["step"] == 0 and last["step"] == result.steps
@@ -204,9 +204,9 @@ def test_short_real_training_improves_its_validation_metric(
 def test_resume_is_exact_with_noise_and_dropout(objective: str, options: dict,
                                                shared_data: Path, tmp_path: Path) -> None:
     kw = dict(objective=objective, max_steps=8, val_every=4, checkpoint_every=4, **options)
-    train(config(shared_data, tmp_path / "full", **kw), progress=False)
-    train(config(shared_data, tmp_path / "split", **(kw | {"max_steps": 4})), progress=False)
-    train(config(shared_data, tmp_path / "split", **kw), resume=True, progress=False)
+    train(config(shared_data, tmp_path / "full", **kw))
+    train(config(shared_data, tmp_path / "split", **(kw | {"max_steps": 4})))
+    train(config(shared_data, tmp_path / "split", **kw), resume=True)
     a = load_file(str(tmp_path / "full" / "weights.safetensors"))
     b = load_file(str(tmp_path / "split" / "weights.safetensors"))
     assert a.keys() == b.keys()
@@ -217,14 +217,14 @@ def test_resume_is_exact_with_noise_and_dropout(objective: str, options: dict,
 def test_checkpoint_from_before_the_new_options_still_resumes(shared_data: Path,
                                                               tmp_path: Path) -> None:
     cfg = config(shared_data, tmp_path, encoder="uni", max_steps=4, checkpoint_every=2)
-    train(config(shared_data, tmp_path, encoder="uni", max_steps=2), progress=False)
+    train(config(shared_data, tmp_path, encoder="uni", max_steps=2))
     state_path = tmp_path / "checkpoint" / "state.json"
     state = json.loads(state_path.read_text())
     for key in ("objective", "layers", "heads", "warmup_steps", "lr_schedule", "fastsent_ae",
                 "word_dropout", "swap_prob"):
         del state["config"][key]
     state_path.write_text(json.dumps(state))
-    assert train(cfg, resume=True, progress=False).steps == 4
+    assert train(cfg, resume=True).steps == 4
 
 
 # ----- options and the shipped model ---------------------------------------------------------
@@ -242,7 +242,7 @@ def test_checkpoint_from_before_the_new_options_still_resumes(shared_data: Path,
 )
 def test_bad_combinations_are_refused(options: dict, shared_data: Path, tmp_path: Path) -> None:
     with pytest.raises(UsageError):
-        train(config(shared_data, tmp_path, **options), progress=False)
+        train(config(shared_data, tmp_path, **options))
 
 
 @pytest.mark.slow

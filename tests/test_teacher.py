@@ -139,7 +139,7 @@ def test_a_short_multitask_run_learns_the_teacher_task_and_resumes_exactly(
     cache = tmp_path / "teacher-cache"
     small = {"hidden": 32, "fc_dim": 32, "lr": 3e-3}
     train_multitask(run_config(shared_data, tmp_path / "long", cache, 300, val_every=150,
-                               checkpoint_every=300, **small), progress=False)
+                               checkpoint_every=300, **small))
     vals = [r for r in read_metrics(tmp_path / "long") if "teacher_val_accuracy" in r]
     first, last = vals[0], vals[-1]
     assert (first["step"], last["step"]) == (0, 300)  # 100 teacher steps (round-robin)
@@ -153,12 +153,9 @@ def test_a_short_multitask_run_learns_the_teacher_task_and_resumes_exactly(
 
     # exact resume, the cache now complete (no teacher loaded: its shards are all there)
     tiny = {"hidden": 16, "fc_dim": 16, "val_every": 4, "checkpoint_every": 4}
-    train_multitask(run_config(shared_data, tmp_path / "whole", cache, 8, **tiny),
-                    progress=False)
-    train_multitask(run_config(shared_data, tmp_path / "part", cache, 4, **tiny),
-                    progress=False)
-    train_multitask(run_config(shared_data, tmp_path / "part", cache, 8, **tiny), resume=True,
-                    progress=False)
+    train_multitask(run_config(shared_data, tmp_path / "whole", cache, 8, **tiny))
+    train_multitask(run_config(shared_data, tmp_path / "part", cache, 4, **tiny))
+    train_multitask(run_config(shared_data, tmp_path / "part", cache, 8, **tiny), resume=True)
     for name in ("weights.safetensors", "heads.safetensors"):
         a, b = (load_file(str(tmp_path / run / name)) for run in ("whole", "part"))
         assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)

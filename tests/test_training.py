@@ -83,7 +83,7 @@ def test_saved_model_reloads_and_encodes_identically(tiny_model: Path, tmp_path:
 @pytest.mark.parametrize("encoder", ["bi", "bow", "mc"])
 def test_every_encoder_trains_and_loads(encoder: str, shared_data: Path, tmp_path: Path) -> None:
     cfg = small_config(shared_data, tmp_path / encoder, encoder=encoder, max_steps=4)
-    result = train(cfg, progress=False)
+    result = train(cfg)
     enc = load_encoder(tmp_path / encoder)
     dims = {"bi": 4 * 32, "bow": 2 * 16, "mc": 8 * 32}
     assert enc.dim == dims[encoder]
@@ -92,9 +92,9 @@ def test_every_encoder_trains_and_loads(encoder: str, shared_data: Path, tmp_pat
 
 
 def test_resume_continues_exactly(shared_data: Path, tmp_path: Path) -> None:
-    train(small_config(shared_data, tmp_path / "full"), progress=False)
-    train(small_config(shared_data, tmp_path / "split", max_steps=6), progress=False)
-    train(small_config(shared_data, tmp_path / "split"), resume=True, progress=False)
+    train(small_config(shared_data, tmp_path / "full"))
+    train(small_config(shared_data, tmp_path / "split", max_steps=6))
+    train(small_config(shared_data, tmp_path / "split"), resume=True)
     a = load_file(str(tmp_path / "full" / "weights.safetensors"))
     b = load_file(str(tmp_path / "split" / "weights.safetensors"))
     assert a.keys() == b.keys()
@@ -154,7 +154,6 @@ def test_corpus_smaller_than_two_batches_is_refused(shared_data: Path, tmp_path:
     with pytest.raises(InputError, match="at least 2 × batch size"):
         train(
             small_config(shared_data, tmp_path / "m", corpus=[str(small)], split_sentences=False),
-            progress=False,
         )
 
 
@@ -204,7 +203,7 @@ def test_info_json_reports_validation(tiny_model: Path) -> None:
 
 def test_options_are_checked_in_python_too(shared_data: Path, tmp_path: Path) -> None:
     with pytest.raises(UsageError):
-        train(small_config(shared_data, tmp_path / "m", context=2), progress=False)
+        train(small_config(shared_data, tmp_path / "m", context=2))
 
 
 def test_help_shows_the_defaults_that_depend_on_the_encoder() -> None:

@@ -42,7 +42,7 @@ def _build(corpus, model, out, index="flat", **options):
     options.setdefault("precision", "fp32")
     return build_index(IndexConfig(corpus=[str(corpus)], model=str(model), out=str(out),
                                    index=index, split_sentences=True, shard_size=300,
-                                   **options), progress=False)
+                                   **options))
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +144,7 @@ def test_add_applies_the_same_transform(built, tiny_model, tmp_path):
     shutil.copytree(built.path, folder)
     more = tmp_path / "more.txt"
     more.write_text("The ship sailed into the harbour at dawn.\n", encoding="utf-8")
-    result = add_to_index(folder, [str(more)], device="cpu", progress=False)
+    result = add_to_index(folder, [str(more)], device="cpu")
     t = VectorTransform.load(folder)
     encoder = load_encoder(tiny_model, device="cpu")
     expected = t.apply(encoder.encode(["The ship sailed into the harbour at dawn."],
@@ -154,7 +154,7 @@ def test_add_applies_the_same_transform(built, tiny_model, tmp_path):
 
 
 def test_derived_build_reuses_the_source_transform(built, tmp_path):
-    result = build_from_index(built.path, tmp_path / "sq8", "sq8", progress=False)
+    result = build_from_index(built.path, tmp_path / "sq8", "sq8")
     for name in (TRANSFORM_FILE, TRANSFORM_JSON):
         assert (result.path / name).read_bytes() == (built.path / name).read_bytes()
     assert result.manifest["transform"] == read_manifest(built.path)["transform"]

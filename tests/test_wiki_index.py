@@ -37,8 +37,7 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
 def wiki(shared_data: Path, tiny_model: Path, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wiki") / "index"
     build_index(IndexConfig(corpus=[str(shared_data / s) for s in SHARDS], model=str(tiny_model),
-                            out=str(out), index="flat", device="cpu", parquet=True),
-                progress=False)
+                            out=str(out), index="flat", device="cpu", parquet=True))
     return out
 
 
@@ -149,7 +148,7 @@ def test_an_old_index_opens_searches_and_takes_wikipedia(flat, shared_data, tmp_
         store.to_parquet(tmp_path / "old.parquet")
     assert pq.read_table(tmp_path / "old.parquet").column_names == OLD_COLUMNS
     before = len(pq.read_table(tmp_path / "old.parquet"))
-    add_to_index(old, [str(shared_data / SHARDS[0])], device="cpu", progress=False)
+    add_to_index(old, [str(shared_data / SHARDS[0])], device="cpu")
     with Index.open(old) as idx:
         assert idx.store.fields[-4:] == ARTICLE
         with idx.store.engine.connect() as conn:
