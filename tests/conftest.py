@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 # Two compute jobs with two threads each thrash a 2-core machine; tests stay single-threaded.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Each run has a cache of its own, so that no result depends on what an earlier run left there
+# (distillations, vector caches, benchmark indexes). A QTSEARCH_CACHE set by the caller is kept:
+# a developer may share one between edit-test runs on purpose.
+if "QTSEARCH_CACHE" not in os.environ:
+    os.environ["QTSEARCH_CACHE"] = tempfile.mkdtemp(prefix="qtsearch-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["QTSEARCH_CACHE"], ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"

@@ -1,24 +1,28 @@
 """The layout the *Layout* section of docs/architecture.md describes, checked on the source:
-every room is in it, rooms follow the data flow, commands stay apart, faiss stays behind the
-index seam, modules stay small."""
+every room is in it, rooms follow the data flow, no module imports itself back through others,
+only app/ parses argv or draws, commands stay apart, faiss stays behind the index seam,
+modules stay small, and the tests mirror the rooms."""
 
 from __future__ import annotations
 
+import ast
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from qtsearch.core.paths import PACKAGE
 
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+TESTS = PACKAGE.parent / "tests"
 
 #: Rooms in data-flow order (text → … → queries, then what uses them); a room may import only
-#: rooms before it. Single modules come first: everything may use them.
-ORDER = ["errors", "config", "paths", "device", "text", "models", "inference", "encode",
-         "training", "index", "build", "query", "api", "ui", "serve", "evaluation", "demo",
-         "commands", "cli"]
+#: rooms before it. `core` is what every room uses.
+ORDER = ["core", "text", "encoders", "training", "index", "indexing", "search", "evaluation",
+         "app"]
 #: Command modules every command may import: shared output and options, not commands.
 SHARED_COMMAND_MODULES = {"common", "train_options"}
-IMPORT = re.compile(r"^\s*(?:from|import) qtsearch\.([\w.]+)", re.M)
+#: Only the app draws or parses argv.
+APP_ONLY = ("rich", "typer", "click")
 
 
 def _modules() -> list[tuple[Path, str]]:
@@ -30,31 +34,92 @@ def _room(path: Path) -> str:
     return parts[0] if len(parts) > 1 else parts[0].removesuffix(".py")
 
 
+def _name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(text: str) -> Iterator[str]:
+    """Every module an import statement names, at the top or inside a function alike."""
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            yield from (f"{node.module}.{a.name}" for a in node.names)
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module → the qtsearch modules it imports (a package's name where no module matches)."""
+    modules = {_name(p): text for p, text in _modules()}
+    graph = {}
+    for name, text in modules.items():
+        targets = set()
+        for target in _imports(text):
+            while target.startswith("qtsearch") and target not in modules:
+                target = target.rpartition(".")[0]
+            if target.startswith("qtsearch") and target != name:
+                targets.add(target)
+        graph[name] = targets
+    return graph
+
+
 def test_rooms_import_only_rooms_before_them() -> None:
     for path, text in _modules():
         room = _room(path)
         if room in ("__init__", "__main__"):
-            continue  # the package's own facade re-exports api; `python -m qtsearch` runs cli
+            continue  # the package's own facade re-exports; `python -m qtsearch` runs the app
         assert room in ORDER, f"{path}: a new room: add it to ORDER and to docs/architecture.md"
-        for target in IMPORT.findall(text):
-            other = target.split(".")[0]
-            if other != room:
+        for target in _imports(text):
+            if target.startswith("qtsearch.") and (other := target.split(".")[1]) != room:
                 assert ORDER.index(other) < ORDER.index(room), f"{path} imports {target}"
+
+
+def test_no_import_cycle() -> None:
+    """Counting imports inside functions and under TYPE_CHECKING: a cycle there is one a
+    refactoring turns into an import error."""
+    graph = _graph()
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                cycle = [*path[path.index(target):], target]
+                raise AssertionError("import cycle: " + " → ".join(cycle))
+            if target not in state:
+                visit(target)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+
+
+def test_only_the_app_draws_or_parses_argv() -> None:
+    for path, text in _modules():
+        if _room(path) in ("app", "__main__"):
+            continue
+        for target in _imports(text):
+            assert target.split(".")[0] not in APP_ONLY, f"{path} imports {target}"
 
 
 def test_no_command_imports_another() -> None:
     for path, text in _modules():
-        if _room(path) != "commands":
+        if path.parent.name != "commands":
             continue
-        for target in IMPORT.findall(text):
-            if target.startswith("commands."):
-                assert target.split(".")[1] in SHARED_COMMAND_MODULES, f"{path} imports {target}"
+        for target in _imports(text):
+            if target.startswith("qtsearch.app.commands."):
+                assert target.split(".")[3] in SHARED_COMMAND_MODULES, f"{path} imports {target}"
 
 
 def test_faiss_only_behind_the_index_seam() -> None:
     for path, text in _modules():
         if _room(path) != "index":
-            assert not re.search(r"^\s*(?:import|from) faiss\b", text, re.M), path
+            assert not any(t.split(".")[0] == "faiss" for t in _imports(text)), path
 
 
 def test_no_module_over_400_lines() -> None:
@@ -67,5 +132,14 @@ def test_the_architecture_page_lists_every_room() -> None:
     section = text[text.index("## Layout"):text.index("## Development")]
     listed = set(re.findall(r"^  (\w+/|\w+\.py) ", section, re.M))
     rooms = {p.name + ("/" if p.is_dir() else "") for p in PACKAGE.iterdir()
-             if p.name not in ("__pycache__", "__init__.py")}
+             if p.name != "__pycache__"}
     assert listed == rooms
+
+
+def test_the_tests_mirror_the_rooms() -> None:
+    """tests/<room>/ holds the tests of a room; only checks of the whole project stay at the
+    top (layout, docs, README)."""
+    folders = {p.name for p in TESTS.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders <= set(ORDER), folders - set(ORDER)
+    top = {p.name for p in TESTS.glob("test_*.py")}
+    assert top == {"test_layout.py", "test_docs.py", "test_readme.py"}, top

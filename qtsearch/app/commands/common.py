@@ -42,7 +42,7 @@ def top_k_option(default: int, help: str = "Results per query.") -> Any:
 
 #: `--rerank-depth` of search, shell and serve. Its default is qtsearch.search.rerank's
 #: RERANK_DEPTH, written out here so that the CLI starts without importing the query layer
-#: (numpy and the encoders: ~130 ms); tests/test_rerank.py checks that the two agree.
+#: (numpy and the encoders: ~130 ms); tests/search/test_rerank.py checks that the two agree.
 RERANK_DEPTH_OPT = typer.Option(30, "--rerank-depth", min=1,
                                 help="First-stage hits re-scored per query with --rerank "
                                      "(deeper finds more, costs more).")

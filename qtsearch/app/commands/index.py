@@ -18,7 +18,7 @@ from qtsearch.text.records import PASSAGE_WORDS
 
 # The builders (torch, faiss, SQLAlchemy, numpy) are imported in the commands that run them, so
 # that `qtsearch --help` and every other command start without them; hence --fit's default is
-# written out ("auto", index.transform.DEFAULT_FIT: tests/test_startup.py checks they agree).
+# written out ("auto", index.transform.DEFAULT_FIT: tests/app/test_startup.py checks they agree).
 
 BUILD_HELP = (
     "Turn a corpus into a searchable index (FAISS vectors + SQLite metadata).\n\n"

@@ -12,7 +12,7 @@ instead streamed their 2.2 MB of weights from L3 at every step: 3.6 ms for a 33-
 against ~1 ms here.
 
 Same maths as `nn.GRU` (gates r, z, n) in fp32: vectors equal the torch path to float
-rounding (tests/test_fused.py). Used for small fp32 batches on the CPU only; large batches
+rounding (tests/encoders/test_fused.py). Used for small fp32 batches on the CPU only; large batches
 (index builds) go through `stepped`, whose batched bf16 matmuls win there. Both share the gate
 arithmetic and helper threads of `compiled`.
 """

@@ -15,7 +15,7 @@ finished rows drop out of the work and keep their final state. The work is split
 share per core (groups of GRUs, and rows where cores outnumber GRUs), each stepped by its own
 thread with one torch thread, so the cores never wait for each other within a step. On 2
 cores with bf16 this embedded ~3x as many sentences per second as the `nn.GRU` path, with
-vectors within cosine 0.9999 of it (tests/test_stepped.py).
+vectors within cosine 0.9999 of it (tests/encoders/test_stepped.py).
 
 Inference only (no autograd), CPU only: on a GPU, cuDNN's GRU runs a whole batch per call.
 """

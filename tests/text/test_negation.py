@@ -22,7 +22,7 @@ from qtsearch.text.negation import CUE, END, PLAIN, in_scope, negate, with_negat
 from qtsearch.text.tokenizer import tokenize
 from qtsearch.training.pairs import PairsTrainConfig, train_pairs
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 M30K_VAL = "pairs/multi30k/val.1.en.gz"
 NEGATION = re.compile(r"\b(not|no)\b")
 

@@ -34,7 +34,7 @@ from qtsearch.text.reader import MAX_SENTENCE_CHARS, read_sentences
 from qtsearch.text.splitter import split_sentences
 from qtsearch.text.tokenizer import tokenize
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "COLUMNS": "200"}
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"
 

@@ -25,7 +25,7 @@ from qtsearch.training.nli import NLITrainConfig, train_nli
 from qtsearch.training.pairs import PairsTrainConfig
 from qtsearch.training.trainer import TrainConfig, train
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"
 SNLI = "nli/ketm/data/snli/test.txt"
 

@@ -19,7 +19,7 @@ from qtsearch.core.errors import InputError, UsageError
 from qtsearch.encoders.files import latest_validation, read_metrics
 from qtsearch.training.trainer import TrainConfig, train
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"
 
 

@@ -21,7 +21,7 @@ from qtsearch.training.multitask import MultitaskConfig, train_multitask
 
 pytest.importorskip("model2vec", reason="needs the [encoders] extra (CI installs it)")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COCO = "pairs/coco/captions_val2017.json.gz"
 SNLI = "nli/ketm/data/snli/test.txt"
 

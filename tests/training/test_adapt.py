@@ -18,7 +18,7 @@ from safetensors.numpy import load_file
 from qtsearch.training.adapt import AdaptConfig, adapt
 from qtsearch.training.adapt_corpus import read_documents
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 SCIFACT = "beir/scifact/corpus.jsonl.gz"
 

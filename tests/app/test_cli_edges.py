@@ -16,7 +16,7 @@ from qtsearch.app.cli import app, main
 from qtsearch.encoders.base import DEFAULT_MODEL
 from qtsearch.encoders.files import latest_validation, read_config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ENV_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 

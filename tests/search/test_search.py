@@ -312,7 +312,7 @@ def test_import_qtsearch_does_not_load_faiss():
 
 def test_nothing_outside_the_index_package_imports_faiss():
     """The backend seam: vectors are reached through qtsearch.index.backend only."""
-    package = Path(__file__).resolve().parents[1] / "qtsearch"
+    package = Path(__file__).resolve().parents[2] / "qtsearch"
     offenders = [str(p.relative_to(package)) for p in package.rglob("*.py")
                  if p.parent != package / "index" and re.search(
                      r"^\s*(import faiss|from faiss)", p.read_text(encoding="utf-8"), re.M)]

@@ -22,7 +22,7 @@ from qtsearch.text.datasets.nli import LABELS, label_counts, read_nli
 from qtsearch.training.nli import NLITrainConfig, train_nli
 from qtsearch.training.objectives.nli import NLITask, split_by_premise
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SNLI = "nli/ketm/data/snli/test.txt"
 SICK_TRAIN = "nli/ketm/data/sick/train.txt"
 

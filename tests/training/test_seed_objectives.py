@@ -23,7 +23,7 @@ from qtsearch.encoders.nn.sdae import SDAE, add_noise
 from qtsearch.training.loop import lr_factor
 from qtsearch.training.trainer import TrainConfig, train
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"
 
 

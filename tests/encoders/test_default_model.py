@@ -15,7 +15,7 @@ from qtsearch.app.demo import CORPUS, ensure_demo_index
 from qtsearch.encoders.base import DEFAULT_MODEL
 from qtsearch.encoders.files import latest_validation, read_config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from safetensors.numpy import load_file
 from qtsearch.app.cli import main
 from qtsearch.index import open_faiss_index
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 #: Runs the CLI (argv after the first five arguments) with MODULE:ATTR wrapped so that the

@@ -32,7 +32,7 @@ from qtsearch.text.datasets.pairs import (
 from qtsearch.training.multitask import MultitaskConfig, train_multitask
 from qtsearch.training.pairs import PairsTrainConfig, train_pairs
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 M30K_VAL = "pairs/multi30k/val.1.en.gz"
 SNLI_CSV = "nli/nli_datasets/snli/dev.csv"
 

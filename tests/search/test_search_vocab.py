@@ -15,7 +15,7 @@ from qtsearch.training.infersent import corpus_words
 from qtsearch.training.multitask import MultitaskConfig, multitask_loop
 from qtsearch.training.nli import NLITrainConfig, nli_loop
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"
 SNLI = "nli/ketm/data/snli/test.txt"
 SEARCH_WORDS = ("computer", "internet", "email", "software", "website", "dog", "beach")

@@ -19,7 +19,7 @@ import pytest
 from qtsearch.app.cli import main
 from qtsearch.index import open_faiss_index
 
-CLI = Path(__file__).resolve().parents[1] / "cli.py"
+CLI = Path(__file__).resolve().parents[2] / "cli.py"
 
 
 @pytest.fixture(scope="module")

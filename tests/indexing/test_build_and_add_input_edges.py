@@ -1,4 +1,4 @@
-"""Rough edges of `build-index` and `add` a new user hit (issue 16): `add` follows how the index was
+"""Input edges of `build-index` and `add`: `add` follows how the index was
 built and says so; wrapped running text without --split-sentences gets a warning; the build
 summary never cuts a phrase of its caption and says when its times include earlier runs."""
 
@@ -85,7 +85,7 @@ def test_add_follows_the_index_and_says_so(wrapped, tiny_model, tmp_path, capsys
         "add: splitting running text into sentences, as this index was built "
         "(--no-split-sentences to change)"]
     assert "added 2 sentences" in out and read_manifest(folder)["count"] == count + 2
-    # the same file again: only with --allow-duplicates (else skipped: tests/test_writers.py)
+    # the same file again: only with --allow-duplicates (else skipped: indexing/test_writers.py)
     code, out, err = run(capsys, "add", str(folder), str(more), "--no-split-sentences",
                          "--allow-duplicates", "-q")
     assert code == 0 and "added 2 sentences" in out  # the two lines, as asked

@@ -26,7 +26,7 @@ from qtsearch.core.errors import BusyError
 from qtsearch.index import open_faiss_index
 from qtsearch.index.lock import KILL_ENV, lock_path, restore, swap_in, writer_lock
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "COLUMNS": "200"}
 
 #: Takes the writer lock of argv[1], says so on stdout, and holds it until killed or stdin ends.

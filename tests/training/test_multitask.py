@@ -18,7 +18,7 @@ from qtsearch.text.vocab import Vocab
 from qtsearch.training.loop import task_schedule
 from qtsearch.training.multitask import MultitaskConfig, train_multitask
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"
 SNLI = "nli/ketm/data/snli/test.txt"
 

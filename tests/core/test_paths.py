@@ -19,7 +19,7 @@ from qtsearch.core.paths import CHECKOUT_DATA, DATA_ENV, PACKAGE, data_root
 from qtsearch.encoders.base import DEFAULT_MODEL
 from qtsearch.evaluation.analogy.build import DEFAULT_TUPLES
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_explicit_folder_then_environment_then_checkout(tmp_path, monkeypatch) -> None:
