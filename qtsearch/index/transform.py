@@ -28,25 +28,13 @@ import numpy as np
 
 from qtsearch.core.config import with_umask, write_json_atomic
 from qtsearch.core.errors import IndexError_, UsageError
-from qtsearch.index.choose import SQ8_MAX
+from qtsearch.index.choose import PARTITIONED, SQ8_MAX, WHITEN
 
 TRANSFORM_FILE = "transform.safetensors"
 TRANSFORM_JSON = "transform.json"
 KINDS = ("none", "centre", "abtt", "whiten")
 #: Corpus vectors the transform is fitted on (a fixed-seed sample of larger corpora).
 FIT_SAMPLE = 50_000
-#: `--fit` when not given: WHITEN for corpora that `--index auto` searches exhaustively (under
-#: SQ8_MAX sentences: flat, sq8), PARTITIONED from there on, where it builds a graph (or an IVF
-#: index). By corpus size, not index type, so every index of one corpus holds the same
-#: vectors. Whitening also slows a graph (100k: efSearch 512 for recall 0.95). Chosen by
-#: benchmarks/fit_transform.py (docs, "Fitted vectors"): on STS-B paraphrase retrieval with
-#: the shipped model, whitening to 768 dims scored best (dev MRR@10 0.71 → 0.81), but whitened
-#: vectors lose the clusters an IVF index relies on (100k Gutenberg sentences, IVF-Flat with
-#: 1,264 lists: 16 probes reached recall@10 0.95 without it, 512 after whitening), while
-#: centring keeps them.
-DEFAULT_FIT = "auto"
-WHITEN = "whiten:768"
-PARTITIONED = "centre"
 #: Eigenvalues below this share of the largest are floored there before whitening, so nearly
 #: empty directions are not blown up into noise.
 _EPS = 1e-6

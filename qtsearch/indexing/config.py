@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qtsearch.index.transform import DEFAULT_FIT
+from qtsearch.index.choose import DEFAULT_FIT
 from qtsearch.text.records import PASSAGE_WORDS, RecordFields
 
 

@@ -68,7 +68,7 @@ def test_the_fit_default_of_build_index_is_the_library_default() -> None:
     from typer.main import get_command
 
     from qtsearch.app.cli import app
-    from qtsearch.index.transform import DEFAULT_FIT
+    from qtsearch.index.choose import DEFAULT_FIT
 
     build = get_command(app).commands["build-index"]  # type: ignore[attr-defined]
     assert next(p.default for p in build.params if p.name == "fit") == DEFAULT_FIT

@@ -14,10 +14,9 @@ from conftest import wikitext_slice
 from qtsearch.core.errors import IndexError_, Interrupted, UsageError
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.index import open_faiss_index, read_manifest
-from qtsearch.index.choose import SQ8_MAX
+from qtsearch.index.choose import DEFAULT_FIT, SQ8_MAX
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import (
-    DEFAULT_FIT,
     TRANSFORM_FILE,
     TRANSFORM_JSON,
     VectorTransform,

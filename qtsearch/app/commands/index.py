@@ -11,14 +11,16 @@ from rich.table import Table
 from qtsearch.app.commands.common import err, out
 from qtsearch.app.progress import RichReporter
 from qtsearch.core.errors import OutputError
+from qtsearch.index.choose import FLAT_MAX, PARTITIONED, SQ8_MAX, WHITEN
 from qtsearch.index.manifest import read_manifest
 from qtsearch.index.names import META_FILE
+from qtsearch.indexing.config import IndexConfig
 from qtsearch.indexing.state import STAGES
 from qtsearch.text.records import PASSAGE_WORDS
 
 # The builders (torch, faiss, SQLAlchemy, numpy) are imported in the commands that run them, so
-# that `qtsearch --help` and every other command start without them; hence --fit's default is
-# written out ("auto", index.transform.DEFAULT_FIT: tests/app/test_startup.py checks they agree).
+# that `qtsearch --help` and every other command start without them. Defaults come from
+# IndexConfig, which (like index.choose) imports none of them.
 
 BUILD_HELP = (
     "Turn a corpus into a searchable index (FAISS vectors + SQLite metadata).\n\n"
@@ -105,26 +107,31 @@ def build_index_cmd(
     out_dir: Path | None = typer.Option(
         None, "--out", "-o", help="Index folder to write (default: indexes/<corpus name>)."),
     index: str = typer.Option(
-        "auto", "--index", help="auto | flat | sq8 | ivf | ivf-pq | hnsw (auto, from corpus "
-        "size and free memory: flat under 50k sentences, sq8 under 300k, then ivf (inverted "
+        IndexConfig.index, "--index", help="auto | flat | sq8 | ivf | ivf-pq | hnsw (auto, from "
+        f"corpus size and free memory: flat under {FLAT_MAX // 1000}k sentences, sq8 under "
+        f"{SQ8_MAX // 1000}k, then ivf (inverted "
         "file, built in seconds) while its estimated query cost stays within budget, else hnsw "
         "where the graph fits in half the free memory, else ivf-pq; the reason is printed)."),
     split_sentences: bool = typer.Option(
-        False, "--split-sentences", help="Input is running text: split it into sentences."),
+        IndexConfig.split_sentences, "--split-sentences",
+        help="Input is running text: split it into sentences."),
     device: str = typer.Option(
-        "auto", help="auto | cpu | cuda: where embedding and IVF training/assignment run (the "
+        IndexConfig.device, help="auto | cpu | cuda: where embedding and IVF training/assignment "
+        "run (the "
         "saved index is a CPU index either way)."),
-    precision: str = typer.Option("auto", help="Embedding precision: auto | fp32 | bf16."),
+    precision: str = typer.Option(IndexConfig.precision,
+                                  help="Embedding precision: auto | fp32 | bf16."),
     parquet: bool = typer.Option(
-        False, "--parquet", help="Also write the metadata as meta.parquet."),
+        IndexConfig.parquet, "--parquet", help="Also write the metadata as meta.parquet."),
     shard_size: int = typer.Option(
-        50_000, help="Sentences per on-disk shard (the unit a rerun resumes from)."),
-    batch_size: int = typer.Option(512, help="Sentences per embedding batch."),
+        IndexConfig.shard_size,
+        help="Sentences per on-disk shard (the unit a rerun resumes from)."),
+    batch_size: int = typer.Option(IndexConfig.batch_size, help="Sentences per embedding batch."),
     fit: str = typer.Option(
-        "auto", "--fit", help="Vectors fitted to the corpus, applied to every vector "
+        IndexConfig.fit, "--fit", help="Vectors fitted to the corpus, applied to every vector "
         "and query: auto | none | centre | abtt:D (remove the top D principal directions) | "
-        "whiten:K (whiten to K dims); auto: whiten:768 under 300k sentences, centre from "
-        "there on (where a graph or IVF is built)."),
+        f"whiten:K (whiten to K dims); auto: {WHITEN} under {SQ8_MAX // 1000}k sentences, "
+        f"{PARTITIONED} from there on (where a graph or IVF is built)."),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Replace an existing index (kept until the new one is done)."),
     input_format: str = FORMAT_OPT,
@@ -173,8 +180,8 @@ def add_cmd(
         None, "--split-sentences/--no-split-sentences", show_default=False,
         help="Input is running text: split it into sentences (default: as the index was "
         "built)."),
-    device: str = typer.Option("auto", help="auto | cpu | cuda, for embedding."),
-    batch_size: int = typer.Option(512, help="Sentences per embedding batch."),
+    device: str = typer.Option(IndexConfig.device, help="auto | cpu | cuda, for embedding."),
+    batch_size: int = typer.Option(IndexConfig.batch_size, help="Sentences per embedding batch."),
     input_format: str = FORMAT_OPT,
     allow_duplicates: bool = typer.Option(
         False, "--allow-duplicates", help="Add a file even when the index already holds it "
