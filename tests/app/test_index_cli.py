@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from cli_helpers import run
 
 from qtsearch.app.cli import main
 from qtsearch.index import open_faiss_index
@@ -29,17 +30,6 @@ def corpus(shared_data, tmp_path_factory):
     path = tmp_path_factory.mktemp("cli_corpus") / "wiki.txt"
     path.write_bytes(text[: text.rfind(b"\n") + 1])
     return path
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
-    try:
-        main([*args])
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def _rows(folder: Path) -> list[tuple]:

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_writers import ENV, REPO, cli, one_error_line
+from cli_helpers import ENV, REPO, cli, one_error_line
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import gzip
 import itertools
 
 import pytest
+from cli_helpers import run
 from rich.console import Console
-from test_index_cli import run
 
 from qtsearch.app.commands.index import summary_table
 from qtsearch.index import read_manifest

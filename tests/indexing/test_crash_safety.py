@@ -12,7 +12,6 @@ a user's `kill -9` would be.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -24,61 +23,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from cli_helpers import ENV, KILLER, REPO, fts_ids, killed_run, run_cli
 from safetensors.numpy import load_file
 
-from qtsearch.app.cli import main
 from qtsearch.index import open_faiss_index
-
-REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-#: Runs the CLI (argv after the first five arguments) with MODULE:ATTR wrapped so that the
-#: process SIGKILLs itself (or sends itself $QT_TEST_SIGNAL) before/after the n-th call whose
-#: first argument's text ends with SUFFIX (an empty SUFFIX matches every call).
-KILLER = r"""
-import importlib, os, signal, sys
-target, when, nth, suffix = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-SIG = getattr(signal, os.environ.get("QT_TEST_SIGNAL", "SIGKILL"))
-module, attr = target.split(":")
-owner = importlib.import_module(module)
-*path, name = attr.split(".")
-for part in path:
-    owner = getattr(owner, part)
-original = getattr(owner, name)
-calls = 0
-def wrapper(*args, **kwargs):
-    global calls
-    if not str(args[0] if args else "").endswith(suffix):
-        return original(*args, **kwargs)
-    calls += 1
-    if when == "before" and calls == nth:
-        os.kill(os.getpid(), SIG)
-    result = original(*args, **kwargs)
-    if when == "after" and calls == nth:
-        os.kill(os.getpid(), SIG)
-    return result
-setattr(owner, name, wrapper)
-from qtsearch.app.cli import main
-main(sys.argv[5:])
-"""
-
-
-def killed_run(target: str, when: str, nth: int, argv: list[str], suffix: str = "") -> None:
-    """Run `qtsearch argv` and check it died of SIGKILL at the chosen point."""
-    r = subprocess.run([sys.executable, "-c", KILLER, target, when, str(nth), suffix, *argv],
-                       capture_output=True, text=True, env=ENV, timeout=600)
-    assert r.returncode == -signal.SIGKILL, (target, r.returncode, r.stderr[-2000:])
-
-
-def run_cli(*argv: str) -> tuple[int, str]:
-    """`qtsearch argv` in this process (the rerun; saves an interpreter start)."""
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    return code, ""
-
 
 # ---------------------------------------------------------------------------------------------
 # train
@@ -203,15 +151,6 @@ def _rows(folder: Path) -> list[tuple]:
         conn.close()
 
 
-def _fts_ids(folder: Path) -> list[int]:
-    """The ids the full-text index holds (its own per-row table, not the content table)."""
-    conn = sqlite3.connect(folder / "meta.sqlite")
-    try:
-        return [r[0] for r in conn.execute("SELECT id FROM sentences_fts_docsize ORDER BY id")]
-    finally:
-        conn.close()
-
-
 def _vectors(folder: Path) -> np.ndarray:
     index = open_faiss_index(folder / "index.faiss")
     return index.reconstruct_n(0, index.ntotal)
@@ -227,7 +166,7 @@ def assert_same_index(got: Path, ref: Path) -> None:
     assert sorted(p.name for p in got.iterdir()) == sorted(p.name for p in ref.iterdir())
     assert np.array_equal(_vectors(got), _vectors(ref))
     assert _rows(got) == _rows(ref)
-    assert _fts_ids(got) == [r[0] for r in _rows(ref)]  # the full-text table is whole too
+    assert fts_ids(got) == [r[0] for r in _rows(ref)]  # the full-text table is whole too
     assert pq.read_table(got / "meta.parquet").equals(pq.read_table(ref / "meta.parquet"))
     stable = lambda m: {k: v for k, v in m.items()  # noqa: E731
                         if k not in ("stages", "created", "files")}

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cli_helpers import ENV, REPO, cli, one_error_line, sentences, whole
 from serve_fixtures import TOKEN, serving, token_file
-from test_writers import ENV, REPO, cli, one_error_line, sentences, whole
 
 
 def _namespaces() -> str | None:
@@ -208,7 +208,7 @@ def test_info_on_a_model_whose_metrics_are_not_utf8(tiny_model, tmp_path):
 def test_sigterm_ends_a_build_as_ctrl_c_does(shared_data, tiny_model, tmp_path):
     """SIGTERM as the third shard is embedded: exit 130, the Ctrl-C line saying what is kept
     and what to run; that command then finishes the build."""
-    from test_crash_safety import KILLER
+    from cli_helpers import KILLER
 
     corpus = sentences(shared_data, 0, 1000, tmp_path, "corpus.txt")
     out = tmp_path / "idx"

@@ -10,9 +10,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from cli_helpers import fts_ids, killed_run, run_cli
 from conftest import wikitext_slice
-from test_crash_safety import _fts_ids as fts_ids
-from test_crash_safety import killed_run, run_cli
 
 from qtsearch.index import read_manifest
 from qtsearch.index.faiss_backend import FaissBackend

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -21,13 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from cli_helpers import ENV, REPO, cli, one_error_line, sentences, whole
 
 from qtsearch.core.errors import BusyError
-from qtsearch.index import open_faiss_index
 from qtsearch.index.lock import KILL_ENV, lock_path, restore, swap_in, writer_lock
-
-REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "COLUMNS": "200"}
 
 #: Takes the writer lock of argv[1], says so on stdout, and holds it until killed or stdin ends.
 HOLDER = r"""
@@ -37,11 +33,6 @@ with writer_lock(sys.argv[1], "qtsearch add held-by-test"):
     print("held", flush=True)
     sys.stdin.read()
 """
-
-
-def cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / "cli.py"), *argv], capture_output=True,
-                          text=True, env=env or ENV, timeout=600)
 
 
 def start_cli(*argv: str) -> subprocess.Popen:
@@ -57,49 +48,12 @@ def hold(folder: Path) -> subprocess.Popen:
     return proc
 
 
-def counts(folder: Path) -> tuple[int, int, int, int]:
-    """(vectors, rows, full-text rows, manifest count): a whole index has four equal ones."""
-    conn = sqlite3.connect(f"file:{folder / 'meta.sqlite'}?mode=ro", uri=True)
-    try:
-        rows = conn.execute("SELECT COUNT(*) FROM sentences").fetchone()[0]
-        fts = conn.execute("SELECT COUNT(*) FROM sentences_fts_docsize").fetchone()[0]
-    finally:
-        conn.close()
-    manifest = json.loads((folder / "manifest.json").read_text())
-    return open_faiss_index(folder / "index.faiss").ntotal, rows, fts, manifest["count"]
-
-
-def whole(folder: Path) -> int:
-    c = counts(folder)
-    assert len(set(c)) == 1, c
-    return c[0]
-
-
-def one_error_line(err: str) -> str:
-    lines = [x for x in err.strip().splitlines() if x]
-    assert len(lines) == 1 and lines[0].startswith("qtsearch: error: "), err
-    assert "Traceback" not in err
-    return lines[0]
-
-
 @pytest.fixture
 def copy(flat: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(flat, tmp_path / "index"))
 
 
-def sentences(shared_data: Path, start: int, n: int, folder: Path, name: str) -> Path:
-    """Real sentences the Austen test index does not hold (Melville), one a line."""
-    import itertools
 
-    from qtsearch.text.reader import read_sentences
-
-    book = "gutenberg/0058-melville-herman--bartleby-the-scrivener-a-story-of-wall-street.txt.gz"
-    got = read_sentences([str(shared_data / book)], split=True)
-    path = folder / name
-    path.write_text("\n".join(" ".join(s.text.split())
-                              for s in itertools.islice(got, start, start + n)) + "\n",
-                    encoding="utf-8")
-    return path
 
 
 # ---------------------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ def test_cli_rerank(capsys, flat):
 
 @pytest.mark.slow
 def test_shell_rerank(flat, api, minilm, tmp_path):
-    from test_shell import ask, leave, spawn
+    from shell_helpers import ask, leave, spawn
 
     child = spawn(flat, tmp_path / "hist", "-k", "3", "--rerank", "minilm", "--rerank-depth",
                   "12")
