@@ -85,12 +85,12 @@ def probes_for_recall(x: np.ndarray, target: float = 0.95) -> tuple[int, int]:
 
 def builder_ivf_pq(x: np.ndarray, out: Path) -> dict:
     """The builder's own `--index ivf-pq` stage on `x` (nprobe tuned for recall@10 0.95)."""
-    from qtsearch.app.build_progress import Progress
+    from qtsearch.core.progress import Reporter
     from qtsearch.indexing.index_stage import IndexStage
 
     step = 50_000
     stage = IndexStage(lambda: (x[i:i + step] for i in range(0, len(x), step)), len(x),
-                       -(-len(x) // step), Progress(False))
+                       -(-len(x) // step), Reporter())  # silent
     return stage.run(x.shape[1], "ivf-pq", "cpu", out)
 
 

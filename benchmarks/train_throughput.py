@@ -23,7 +23,8 @@ from rich.table import Table
 
 from qtsearch.core.device import autocast_dtype, resolve_device
 from qtsearch.encoders.nn.objective import qt_loss
-from qtsearch.training.trainer import TrainConfig, text_loop
+from qtsearch.training.configs import TrainConfig
+from qtsearch.training.trainer import text_loop
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gutenberg"
 BOOKS = [

@@ -73,7 +73,8 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small uni-GRU QT model trained on two real Austen novels (a few seconds on 1 core)."""
     import torch
 
-    from qtsearch.training.trainer import TrainConfig, train
+    from qtsearch.training.configs import TrainConfig
+    from qtsearch.training.trainer import train
 
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("tiny_model")
@@ -117,7 +118,8 @@ def mc_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     the previous shipped model: the fused and stepped inference paths read its GRUs."""
     import torch
 
-    from qtsearch.training.trainer import TrainConfig, train
+    from qtsearch.training.configs import TrainConfig
+    from qtsearch.training.trainer import train
 
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("mc_model")

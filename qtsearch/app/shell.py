@@ -20,10 +20,11 @@ from rich.table import Table
 from rich.text import Text
 
 from qtsearch.core.errors import QTSearchError, UsageError
+from qtsearch.search.defaults import RERANK_DEPTH, TOP_K
 from qtsearch.search.engine import CONTEXT_WINDOW, MODES, Hit, Index, Record
 from qtsearch.search.filters import parse_where
 from qtsearch.search.hits import UNITS
-from qtsearch.search.rerank import RERANK_DEPTH, Reranker
+from qtsearch.search.rerank import Reranker
 
 PROMPT = "qtsearch> "
 HISTORY_LENGTH = 2000
@@ -84,7 +85,7 @@ class Shell:
     """Reads lines, runs them against `index`, prints tables. Errors print one line and the
     loop goes on; only Ctrl-D or :quit end it."""
 
-    def __init__(self, index: Index, k: int = 10, console: Console | None = None):
+    def __init__(self, index: Index, k: int = TOP_K, console: Console | None = None):
         self.index = index
         self.k = k
         self.mode = index.default_mode

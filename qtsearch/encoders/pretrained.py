@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from qtsearch.core.errors import ModelError
+from qtsearch.encoders.kinds import WORD_VECTOR_DIMS
 from qtsearch.encoders.static import PCA_DIMS, word_vectors
 
 
@@ -46,7 +47,7 @@ def glove_matrix(words: list[str]) -> tuple[np.ndarray, float]:
 
 #: --word-vectors: name → (width, rows for a vocabulary and their coverage)
 WORD_VECTORS: dict[str, tuple[int, Callable[[list[str]], tuple[np.ndarray, float]]]] = {
-    "glove": (50, glove_matrix),
+    "glove": (WORD_VECTOR_DIMS["glove"], glove_matrix),
     "model2vec": (PCA_DIMS, word_vectors),
 }
 

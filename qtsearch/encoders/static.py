@@ -23,6 +23,7 @@ import numpy as np
 from qtsearch.core.errors import ModelError
 from qtsearch.core.paths import cache_dir
 from qtsearch.encoders.base import l2_normalize
+from qtsearch.encoders.kinds import WORD_VECTOR_DIMS
 from qtsearch.encoders.wheels import (
     ENCODERS_EXTRA,
     minilm_fingerprint,
@@ -32,7 +33,7 @@ from qtsearch.encoders.wheels import (
 
 log = logging.getLogger("qtsearch")
 
-PCA_DIMS = 256
+PCA_DIMS = WORD_VECTOR_DIMS["model2vec"]
 #: The file a finished distillation always holds (model2vec's `save_pretrained`).
 WEIGHTS = "model.safetensors"
 

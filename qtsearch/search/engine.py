@@ -28,6 +28,7 @@ from qtsearch.index.backend import VectorBackend, open_backend, search_subset
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
 from qtsearch.search.analogy import analogy
+from qtsearch.search.defaults import TOP_K
 from qtsearch.search.filters import Filter, make_filter
 from qtsearch.search.fusion import (
     CANDIDATES,
@@ -201,7 +202,7 @@ class Index:
             return self.backend.search(q, k)
         return search_subset(self.backend, q, k, self.store.ids_where(flt.clause, flt.params))
 
-    def search(self, sentences: str | Sequence[str], k: int = 10, mode: str | None = None,
+    def search(self, sentences: str | Sequence[str], k: int = TOP_K, mode: str | None = None,
                where: Mapping[str, str | int] | None = None,
                rerank: Reranker | None = None, by: str = "passage") -> list[Results]:
         """The k best stored sentences (passages) or documents for each query, best first.
@@ -327,11 +328,10 @@ class Index:
             raise InputError(f"no sentence with id {n} (ids run from 0 to {self.count - 1})")
         return n
 
-    def search_ids(self, ids: Sequence[int], k: int = 10, exclude_self: bool = True,
+    def search_ids(self, ids: Sequence[int], k: int = TOP_K, exclude_self: bool = True,
                    where: Mapping[str, str | int] | None = None) -> list[Results]:
         """The k nearest neighbours of stored sentences (each one left out of its own list
-        unless `exclude_self` is False). The stored text is re-encoded, which gives the exact
-        vector for every index type, quantised ones included."""
+        unless `exclude_self` is False), their text re-encoded: exact for every index type."""
         records = self.get(ids)
         k = self.clamp(k)
         vectors = self._vectors([r.text for r in records])
@@ -342,7 +342,7 @@ class Index:
                        for r, hits in zip(records, results, strict=True)]
         return results
 
-    def analogy(self, a: str, b: str, c: str, k: int = 10,
+    def analogy(self, a: str, b: str, c: str, k: int = TOP_K,
                 exclude_inputs: bool = True) -> Results:
         """Sentences d with a : b :: c : d (qtsearch.search.analogy)."""
         return analogy(self, a, b, c, k, exclude_inputs)

@@ -18,12 +18,8 @@ import numpy as np
 from qtsearch.core.errors import UsageError
 from qtsearch.encoders.neural import Encoder
 from qtsearch.encoders.registry import load_encoder
+from qtsearch.search.defaults import RERANK_DEPTH
 from qtsearch.search.hits import Results
-
-#: First-stage hits re-scored per query, chosen on the relevance benchmark (docs/benchmarks.md,
-#: "Re-ranking"): MiniLM re-ranking the default hybrid hits scored mean paraphrase MRR@10 0.915
-#: at depth 30 and at 10, TREC P@10 0.507 at 30 against 0.483 at 10.
-RERANK_DEPTH = 30
 
 
 class Reranker:

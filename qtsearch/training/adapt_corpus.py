@@ -26,10 +26,9 @@ from qtsearch.text import records
 from qtsearch.text.reader import list_files, read_sentences
 from qtsearch.text.tokenizer import tokenize
 from qtsearch.text.vocab import Vocab
+from qtsearch.training.configs import HELD_OUT
 from qtsearch.training.objectives.pairs import PairSet
 
-#: Every HELD_OUT-th document is kept out of training and validates every task.
-HELD_OUT = 20
 #: Pairs per document for the title and inverse-cloze tasks (the first sentences, which in
 #: abstracts and articles state the topic): more adds steps, not new documents.
 PER_DOC = 4

@@ -1,6 +1,6 @@
-"""The InferSent encoder over GloVe, its vocabulary, the options of the runs that train it on
-sentence pairs (NLI, paraphrases) and their one-task setup; the multi-task trainer shares the
-encoder and the vocabulary.
+"""The InferSent encoder over GloVe, its vocabulary and the one-task setup of the runs that
+train it on sentence pairs (NLI, paraphrases; their options: configs.InferSentConfig); the
+multi-task trainer shares the encoder and the vocabulary.
 
 Vocabulary: every word of the training sentences (case kept, as the tokeniser gives it) followed
 by the most frequent GloVe words in lowercase and capitalised form, so that sentences of other
@@ -15,17 +15,16 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import torch
 from torch import Tensor, nn
 
 from qtsearch.core.config import write_json_atomic
-from qtsearch.core.errors import UsageError
 from qtsearch.core.progress import Reporter
-from qtsearch.encoders.nn.folder import PAIR_MODELS, build_model
+from qtsearch.encoders.nn.folder import build_model
 from qtsearch.encoders.nn.infersent import InferSent
 from qtsearch.encoders.nn.mean_words import MeanWords
 from qtsearch.encoders.nn.quick_thoughts import EncoderConfig
@@ -35,64 +34,19 @@ from qtsearch.text.token_corpus import corpus_signature
 from qtsearch.text.tokenizer import tokenize
 from qtsearch.text.vocab import PAD, UNK, Vocab
 from qtsearch.training.checkpoint import writable_folder
-from qtsearch.training.loop import Loop, RunConfig, Runtime, Task
+from qtsearch.training.configs import InferSentConfig
+from qtsearch.training.loop import Loop, Runtime, Task
 
 T = TypeVar("T")
 
 
-@dataclass
-class InferSentConfig(RunConfig):
-    """The options of a run that trains InferSent on sentence pairs (NLI, paraphrases)."""
-
-    train: list[str] = field(default_factory=list)
-    valid: list[str] = field(default_factory=list)
-    valid_fraction: float = 0.1
-    hidden: int = 256  # per direction; the paper's 2048 is GPU-sized
-    word_dim: int = 0  # trainable embeddings concatenated to GloVe; 0 = GloVe only (the paper)
-    encoder: str = "infersent"  # or "mean": the mean of trainable word vectors (models/mean.py)
-    word_vectors: str = "glove"  # the pretrained vectors: glove (50-d) or model2vec (256-d)
-    negation_scope: bool = False  # mean only: scale words in a negation's scope (models/mean.py)
-    glove_words: int = 50_000
-    train_words: int = 0  # the most frequent training-sentence words kept; 0: every one
-    vocab_from: list[str] = field(default_factory=list)  # more corpora for the vocabulary
-    vocab_from_words: int = 50_000  # their most frequent words added
-    max_len: int = 50
-    batch_size: int = 64
-    lr: float = 1e-3
-    epochs: int = 5
-    val_every: int = 200
-    checkpoint_every: int = 500
-
-    #: what the training files hold, for messages
-    DATA: ClassVar[str] = "NLI"
-    TRAIN_REQUIRED: ClassVar[bool] = True
-    #: --vocab-from is checked through the vocabulary's size and last word (data facts)
-    RESUMABLE: ClassVar[frozenset[str]] = RunConfig.RESUMABLE | {"vocab_from"}
-
-    def check(self) -> None:
-        if not self.train and self.TRAIN_REQUIRED:
-            raise UsageError(f"give at least one {self.DATA} training file")
-        self.check_run(("hidden", "max_len", "batch_size", "vocab_from_words"))
-        if self.word_dim < 0 or self.glove_words < 0 or self.train_words < 0:
-            raise UsageError("--word-dim, --glove-words and --train-words must be 0 or more")
-        if not 0 < self.valid_fraction < 1:
-            raise UsageError("--valid-fraction must be between 0 and 1")
-        if self.encoder not in PAIR_MODELS:
-            raise UsageError(f"--encoder must be one of {', '.join(PAIR_MODELS)}")
-        if self.word_vectors not in WORD_VECTORS:
-            raise UsageError(f"--word-vectors must be one of {', '.join(WORD_VECTORS)}")
-        if self.encoder == "mean" and self.word_dim:
-            raise UsageError("--word-dim is for --encoder infersent: the mean encoder trains "
-                             "its pretrained word vectors themselves")
-        if self.negation_scope and self.encoder != "mean":
-            raise UsageError("--negation-scope is for --encoder mean (InferSent's BiLSTM reads "
-                             "word order itself)")
-
-    def encoder_config(self, vocab_len: int, objective: str) -> EncoderConfig:
-        return EncoderConfig(encoder=self.encoder, objective=objective, vocab_size=vocab_len,
-                             word_dim=self.word_dim, hidden=self.hidden, max_len=self.max_len,
-                             glove_dim=WORD_VECTORS[self.word_vectors][0],
-                             negation_scope=self.negation_scope)
+def pair_encoder_config(config: InferSentConfig, vocab_len: int,
+                        objective: str) -> EncoderConfig:
+    """The sentence encoder `config` trains for `objective` (nli, pairs, multitask)."""
+    return EncoderConfig(encoder=config.encoder, objective=objective, vocab_size=vocab_len,
+                         word_dim=config.word_dim, hidden=config.hidden, max_len=config.max_len,
+                         glove_dim=WORD_VECTORS[config.word_vectors][0],
+                         negation_scope=config.negation_scope)
 
 
 @dataclass
@@ -199,7 +153,7 @@ def infersent_loop(
     data = split(items, display)
     vocab, n_seen, tokens, facts = pairs_vocab(sentences(data.train), config, display)
     torch.manual_seed(config.seed)
-    encoder = sentence_encoder(config.encoder_config(len(vocab), objective), vocab, n_seen,
+    encoder = sentence_encoder(pair_encoder_config(config, len(vocab), objective), vocab, n_seen,
                                pretrained_vectors(config.word_vectors, vocab, display)
                                ).to(runtime.device)
     return Loop(config, runtime, display, encoder, vocab,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import math
 import shutil
 import signal
 import threading
@@ -26,7 +25,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -45,6 +44,7 @@ from qtsearch.training.checkpoint import (
     save_state,
     saved_config,
 )
+from qtsearch.training.configs import RunConfig
 from qtsearch.training.distributed import (
     World,
     broadcast_modules,
@@ -54,57 +54,7 @@ from qtsearch.training.distributed import (
     wait_for_main,
 )
 from qtsearch.training.metrics import MetricsLog, Window
-from qtsearch.training.schedule import SCHEDULES, lr_factor, task_schedule
-from qtsearch.training.schedule import TASK_SCHEDULES as TASK_SCHEDULES  # the trainers' import
-
-
-@dataclass
-class RunConfig:
-    """The options every run has; each trainer's config adds its own. Saved in the checkpoint
-    and in the model's config.json; a resume must match every field but the RESUMABLE ones."""
-
-    out: str = "model"
-    lr: float = 5e-4
-    clip_norm: float = 5.0
-    epochs: int = 1
-    max_steps: int | None = None
-    warmup_steps: int | None = None  # None: the trainer's default
-    lr_schedule: str | None = None
-    device: str = "auto"
-    precision: str = "auto"
-    seed: int = 0
-    val_every: int = 500
-    checkpoint_every: int = 1000
-    log_every: int = 20
-    batches_per_step: int | None = None  # None: one per process (a resume: the checkpoint's)
-
-    #: Fields a resumed run may change: where it stops, where it runs, what it reports.
-    #: (`batches_per_step` is checked by the loop: None takes the checkpoint's.)
-    RESUMABLE: ClassVar[frozenset[str]] = frozenset({
-        "out", "epochs", "max_steps", "device", "precision", "val_every", "checkpoint_every",
-        "log_every", "batches_per_step"})
-
-    def __post_init__(self) -> None:
-        if self.warmup_steps is None:
-            self.warmup_steps = 0
-        if self.lr_schedule is None:
-            self.lr_schedule = "constant"
-
-    def check_run(self, at_least_one: Sequence[str] = ()) -> None:
-        """The checks every config shares (one UsageError line each), plus counts of at
-        least 1 among `at_least_one`."""
-        for name in ("epochs", "val_every", "checkpoint_every", "log_every", *at_least_one):
-            if getattr(self, name) < 1:
-                raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-        for name in ("max_steps", "batches_per_step"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise UsageError("--lr must be a positive number")
-        if self.lr_schedule not in SCHEDULES:
-            raise UsageError(f"--lr-schedule must be one of {', '.join(SCHEDULES)}")
-        if self.warmup_steps < 0:
-            raise UsageError("--warmup-steps must be 0 or more")
+from qtsearch.training.schedule import lr_factor, task_schedule
 
 
 class Task(Protocol):

@@ -18,72 +18,37 @@ in proportion to the tasks' batches per epoch, so both pass over their data at t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from qtsearch.core.errors import UsageError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.nn.objective import BatchStats, qt_loss
 from qtsearch.text.datasets.nli import read_nli
 from qtsearch.text.datasets.pairs import read_pairs
 from qtsearch.training.checkpoint import writable_folder
+from qtsearch.training.configs import MultitaskConfig
 from qtsearch.training.distributed import first_rank_only
-from qtsearch.training.infersent import pairs_vocab, pretrained_vectors, sentence_encoder
-from qtsearch.training.loop import TASK_SCHEDULES, Loop, RunResult, Runtime, Task
-from qtsearch.training.nli import NLITrainConfig, nli_sentences, nli_split, nli_task
-from qtsearch.training.objectives.corpus import CorpusTask, check_context
+from qtsearch.training.infersent import (
+    pair_encoder_config,
+    pairs_vocab,
+    pretrained_vectors,
+    sentence_encoder,
+)
+from qtsearch.training.loop import Loop, RunResult, Runtime, Task
+from qtsearch.training.nli import nli_sentences, nli_split, nli_task
+from qtsearch.training.objectives.corpus import CorpusTask
 from qtsearch.training.pairs import (
-    PairsOptions,
     pair_sentences,
     pairs_split,
     pairs_task,
     without_eval_sentences,
 )
-from qtsearch.training.teacher import TeacherOptions, minilm_teacher, teacher_data, teacher_task
+from qtsearch.training.teacher import minilm_teacher, teacher_data, teacher_task
 from qtsearch.training.trainer import corpus_blocks
-
-
-@dataclass
-class MultitaskConfig(NLITrainConfig, PairsOptions, TeacherOptions):
-    """The NLI options plus the QT corpus, the pairs, the teacher and the schedule; `train`
-    holds the NLI files."""
-
-    corpus: list[str] = field(default_factory=list)
-    split_sentences: bool = False
-    vocab_size: int = 20_000  # the QT corpus's most frequent words (NLI and GloVe words added)
-    qt_batch_size: int = 128
-    context: int = 3
-    qt_val_blocks: int = 20
-    schedule: str = "proportional"
-    pairs: list[str] = field(default_factory=list)  # none: no pairs task
-    pairs_valid: list[str] = field(default_factory=list)
-    pairs_batch_size: int = 128
-
-    #: Checked through the data facts instead: the corpus files by their signature (as in
-    #: `qtsearch train`), the teacher files and cache by the selection's signature and the
-    #: teacher's hash.
-    RESUMABLE: ClassVar[frozenset[str]] = NLITrainConfig.RESUMABLE | {
-        "corpus", "teacher", "teacher_cache"}
-
-    #: NLI is one task among several here: a run may leave it out
-    TRAIN_REQUIRED: ClassVar[bool] = False
-
-    def check(self) -> None:
-        super().check()
-        if not (self.corpus or self.train or self.pairs or self.teacher):
-            raise UsageError("give at least one task's data: a corpus for Quick-Thoughts, "
-                             "--nli, --pairs or --teacher")
-        if self.schedule not in TASK_SCHEDULES:
-            raise UsageError(f"--schedule must be one of {', '.join(TASK_SCHEDULES)}")
-        check_context(self.context)
-        self.check_pairs()
-        self.check_teacher()
-        self.check_run(("qt_batch_size", "qt_val_blocks", "pairs_batch_size"))
 
 
 def multitask_loop(config: MultitaskConfig, reporter: Reporter | None = None) -> Loop:
@@ -128,7 +93,7 @@ def multitask_loop(config: MultitaskConfig, reporter: Reporter | None = None) ->
     facts |= vocab_facts
     torch.manual_seed(config.seed)
     pretrained = pretrained_vectors(config.word_vectors, vocab, display)
-    encoder = sentence_encoder(config.encoder_config(len(vocab), "multitask"), vocab, n_seen,
+    encoder = sentence_encoder(pair_encoder_config(config, len(vocab), "multitask"), vocab, n_seen,
                                pretrained).to(runtime.device)
     tasks: list[Task] = []
     if nli_pairs:

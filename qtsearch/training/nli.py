@@ -11,31 +11,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
-from qtsearch.core.errors import UsageError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.nn.infersent import InferSent, NLIClassifier
 from qtsearch.text.datasets.nli import NLIPair, label_counts, read_nli
 from qtsearch.text.vocab import Vocab
+from qtsearch.training.configs import NLITrainConfig
 from qtsearch.training.distributed import first_rank_only
-from qtsearch.training.infersent import InferSentConfig, Split, infersent_loop
+from qtsearch.training.infersent import Split, infersent_loop
 from qtsearch.training.loop import Loop, RunResult, Runtime
 from qtsearch.training.objectives.nli import NLISet, NLITask, split_by_premise
-
-
-@dataclass
-class NLITrainConfig(InferSentConfig):
-    """Everything that defines an NLI run; saved under "train" in the model's config.json."""
-
-    fc_dim: int = 512
-    dropout: float = 0.1
-
-    def check(self) -> None:
-        super().check()
-        self.check_run(("fc_dim",))
-        if not 0 <= self.dropout < 1:
-            raise UsageError("--dropout must be in [0, 1)")
 
 
 def nli_split(config: NLITrainConfig, pairs: list[NLIPair], display: Reporter) -> Split[NLIPair]:

@@ -10,56 +10,20 @@ held-out share of the anchors, with training pairs sharing a sentence with it dr
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from torch import nn
 
-from qtsearch.core.errors import UsageError
 from qtsearch.core.paths import data_root
 from qtsearch.core.progress import Reporter
 from qtsearch.text.datasets.pairs import P, Pair, drop_overlap, eval_sentences, hold_out, read_pairs
 from qtsearch.text.negation import with_negations
 from qtsearch.text.vocab import Vocab
+from qtsearch.training.configs import PairsOptions, PairsTrainConfig
 from qtsearch.training.distributed import first_rank_only
-from qtsearch.training.infersent import InferSentConfig, Split, infersent_loop
+from qtsearch.training.infersent import Split, infersent_loop
 from qtsearch.training.loop import Loop, RunResult, Runtime
 from qtsearch.training.objectives.pairs import PairSet, PairsTask
-
-
-@dataclass
-class PairsOptions:
-    """The pairs task's options (train-pairs, train-multitask)."""
-
-    pairs_scale: float = 20.0  # cosine × scale are the softmax logits
-    hard_negatives: bool = True  # an NLI contradiction of the anchor as an extra candidate
-    negations: bool = False  # else the positive's negated copy (qtsearch.text.negation)
-    data: str | None = None  # data folder whose sts/ is kept out; None: $QTSEARCH_DATA, ...
-    eval_filter: bool = True
-    pairs_val_batches: int = 20  # validation batches (a fixed sample of the validation pairs)
-
-    def check_pairs(self) -> None:
-        if not (self.pairs_scale > 0 and math.isfinite(self.pairs_scale)):
-            raise UsageError("--pairs-scale must be a positive number")
-        if self.pairs_val_batches < 1:
-            raise UsageError("--pairs-val-batches must be at least 1")
-        if self.negations and not self.hard_negatives:
-            raise UsageError("--negations makes hard negatives: it needs --hard-negatives")
-
-
-@dataclass
-class PairsTrainConfig(InferSentConfig, PairsOptions):
-    """Everything that defines a pairs run; `train` and `valid` hold pair files."""
-
-    batch_size: int = 128
-    epochs: int = 1
-
-    DATA = "pairs"
-
-    def check(self) -> None:
-        super().check()
-        self.check_pairs()
 
 
 def without_eval_sentences(items: list[P], options: PairsOptions) -> tuple[list[P], int, str]:

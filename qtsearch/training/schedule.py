@@ -7,9 +7,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-SCHEDULES = ("constant", "inverse-sqrt", "linear")
-TASK_SCHEDULES = ("proportional", "round-robin")
-
 
 def lr_factor(step: int, warmup: int, schedule: str, total: int) -> float:
     """Multiplier of --lr for update number `step` (1-based): a linear warm-up over `warmup`

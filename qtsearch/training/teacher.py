@@ -1,42 +1,27 @@
-"""The teacher task's options and setup (`train-multitask --teacher`): the sentences selected,
-their teacher vectors taken from the cache (encoded first where missing), the task made on the
-shared encoder with a fresh projection head.
+"""The teacher task's setup (`train-multitask --teacher`; its options are
+configs.TeacherOptions): the sentences selected, their teacher vectors taken from the cache
+(encoded first where missing), the task made on the shared encoder with a fresh projection head.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from torch import nn
 
-from qtsearch.core.errors import Interrupted, UsageError
+from qtsearch.core.errors import Interrupted
 from qtsearch.core.paths import cache_dir
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.wheels import minilm_fingerprint
 from qtsearch.text.vocab import Vocab
+from qtsearch.training.configs import TeacherOptions
 from qtsearch.training.loop import Runtime, stop_signals
 from qtsearch.training.objectives.teacher import TeacherTask
 from qtsearch.training.teacher_cache import Encode, TeacherCache, cached_selection
-
-
-@dataclass
-class TeacherOptions:
-    """The teacher task's options (train-multitask)."""
-
-    teacher: list[str] = field(default_factory=list)  # text files or folders; none: no task
-    teacher_sentences: int = 10_000  # selected from the files (cached once per selection)
-    teacher_batch_size: int = 128
-    teacher_val_batches: int = 8  # held-out batches (validation)
-    teacher_cache: str | None = None  # None: $QTSEARCH_CACHE/teacher
-
-    def check_teacher(self) -> None:
-        for name in ("teacher_sentences", "teacher_batch_size", "teacher_val_batches"):
-            if getattr(self, name) < 1:
-                raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
 
 
 @dataclass

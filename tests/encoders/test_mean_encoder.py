@@ -17,7 +17,8 @@ from qtsearch import load_encoder
 from qtsearch.encoders.files import TABLE, read_metrics, read_tensors
 from qtsearch.text.datasets.nli import NLIPair, read_nli
 from qtsearch.text.datasets.pairs import drop_overlap, eval_sentences, normalise
-from qtsearch.training.multitask import MultitaskConfig, train_multitask
+from qtsearch.training.configs import MultitaskConfig
+from qtsearch.training.multitask import train_multitask
 
 pytest.importorskip("model2vec", reason="needs the [encoders] extra (CI installs it)")
 

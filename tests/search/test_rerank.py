@@ -12,7 +12,8 @@ from qtsearch.app.cli import main
 from qtsearch.app.commands.common import RERANK_DEPTH_OPT
 from qtsearch.core.errors import UsageError
 from qtsearch.encoders.registry import load_encoder
-from qtsearch.search.rerank import RERANK_DEPTH, Reranker
+from qtsearch.search.defaults import RERANK_DEPTH
+from qtsearch.search.rerank import Reranker
 
 QUERY = "She was very happy to see him again."
 
@@ -60,7 +61,7 @@ def test_reranking_finds_what_the_first_stage_ranked_lower(api, minilm):
 def test_bad_depth_and_filters(api, minilm):
     with pytest.raises(UsageError, match="at least 1"):
         Reranker("minilm", depth=0)
-    assert RERANK_DEPTH_OPT.default == RERANK_DEPTH  # the CLI's default, written out there
+    assert RERANK_DEPTH_OPT.default == RERANK_DEPTH  # the CLI reads the library's
     hits = api.search(QUERY, 4, where={"doc": 1}, rerank=minilm)[0]
     assert hits and all(h.doc == 1 for h in hits)
 

@@ -20,7 +20,8 @@ from qtsearch.encoders.nn.mean_words import in_scope as torch_in_scope
 from qtsearch.text.datasets.pairs import Pair, normalise, read_pairs_file
 from qtsearch.text.negation import CUE, END, PLAIN, in_scope, negate, with_negations, word_roles
 from qtsearch.text.tokenizer import tokenize
-from qtsearch.training.pairs import PairsTrainConfig, train_pairs
+from qtsearch.training.configs import PairsTrainConfig
+from qtsearch.training.pairs import train_pairs
 
 REPO = Path(__file__).resolve().parents[2]
 M30K_VAL = "pairs/multi30k/val.1.en.gz"

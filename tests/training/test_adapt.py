@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from qtsearch.training.adapt import AdaptConfig, adapt
+from qtsearch.training.adapt import adapt
 from qtsearch.training.adapt_corpus import read_documents
+from qtsearch.training.configs import AdaptConfig
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

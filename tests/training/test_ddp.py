@@ -26,9 +26,10 @@ from qtsearch.app.cli import main
 from qtsearch.app.launch import nproc_option
 from qtsearch.core.errors import UsageError
 from qtsearch.encoders.files import read_metrics
+from qtsearch.training.configs import TrainConfig
 from qtsearch.training.distributed import World
 from qtsearch.training.loop import batch_seed
-from qtsearch.training.trainer import TrainConfig, text_loop, train
+from qtsearch.training.trainer import text_loop, train
 
 BOOK_2 = "0728-dickens-charles--a-tale-of-two-cities.txt.gz"
 SNLI = "nli/ketm/data/snli/test.txt"

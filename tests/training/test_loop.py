@@ -19,11 +19,10 @@ from safetensors.numpy import load_file
 from qtsearch import load_encoder
 from qtsearch.core.config import config_from_dict
 from qtsearch.core.errors import UsageError
+from qtsearch.training.configs import MultitaskConfig, NLITrainConfig, PairsTrainConfig, TrainConfig
 from qtsearch.training.loop import task_schedule
-from qtsearch.training.multitask import MultitaskConfig
-from qtsearch.training.nli import NLITrainConfig, train_nli
-from qtsearch.training.pairs import PairsTrainConfig
-from qtsearch.training.trainer import TrainConfig, train
+from qtsearch.training.nli import train_nli
+from qtsearch.training.trainer import train
 
 REPO = Path(__file__).resolve().parents[2]
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"

@@ -15,8 +15,9 @@ from safetensors.numpy import load_file
 from qtsearch import load_encoder
 from qtsearch.encoders.files import read_metrics
 from qtsearch.text.vocab import Vocab
+from qtsearch.training.configs import MultitaskConfig
 from qtsearch.training.loop import task_schedule
-from qtsearch.training.multitask import MultitaskConfig, train_multitask
+from qtsearch.training.multitask import train_multitask
 
 REPO = Path(__file__).resolve().parents[2]
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"

@@ -29,8 +29,9 @@ from qtsearch.text.datasets.pairs import (
     read_pairs,
     read_pairs_file,
 )
-from qtsearch.training.multitask import MultitaskConfig, train_multitask
-from qtsearch.training.pairs import PairsTrainConfig, train_pairs
+from qtsearch.training.configs import MultitaskConfig, PairsTrainConfig
+from qtsearch.training.multitask import train_multitask
+from qtsearch.training.pairs import train_pairs
 
 REPO = Path(__file__).resolve().parents[2]
 M30K_VAL = "pairs/multi30k/val.1.en.gz"

@@ -16,7 +16,8 @@ from PIL import Image
 from qtsearch.app.cli import main
 from qtsearch.encoders.files import read_metrics
 from qtsearch.training import metrics
-from qtsearch.training.multitask import MultitaskConfig, train_multitask
+from qtsearch.training.configs import MultitaskConfig
+from qtsearch.training.multitask import train_multitask
 from qtsearch.training.plots import CURVES, MISSING, task_curves
 
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"
@@ -104,7 +105,8 @@ def test_without_matplotlib_training_says_so_once_and_info_fails_in_one_line(
         shared_data: Path, tmp_path: Path) -> None:
     train = f"""
 from qtsearch.app.progress import RichReporter
-from qtsearch.training.trainer import TrainConfig, train
+from qtsearch.training.configs import TrainConfig
+from qtsearch.training.trainer import train
 train(TrainConfig(corpus=[{str(shared_data / BOOK)!r}], out="model", encoder="uni", hidden=16,
       word_dim=16, vocab_size=2000, batch_size=50, max_steps=10, split_sentences=True,
       val_every=5, checkpoint_every=10), reporter=RichReporter())

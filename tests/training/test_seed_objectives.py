@@ -20,8 +20,9 @@ from qtsearch.encoders.files import read_metrics
 from qtsearch.encoders.nn.fastsent import TOP_K, fastsent_loss
 from qtsearch.encoders.nn.quick_thoughts import EncoderConfig, TransformerEncoder
 from qtsearch.encoders.nn.sdae import SDAE, add_noise
+from qtsearch.training.configs import TrainConfig
 from qtsearch.training.loop import lr_factor
-from qtsearch.training.trainer import TrainConfig, train
+from qtsearch.training.trainer import train
 
 REPO = Path(__file__).resolve().parents[2]
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"

@@ -16,7 +16,8 @@ from safetensors.numpy import load_file
 
 from qtsearch.encoders.baselines import MiniLM
 from qtsearch.encoders.files import read_metrics
-from qtsearch.training.multitask import MultitaskConfig, train_multitask
+from qtsearch.training.configs import MultitaskConfig
+from qtsearch.training.multitask import train_multitask
 from qtsearch.training.objectives.teacher import teacher_loss
 from qtsearch.training.teacher_cache import TeacherCache, cached_selection, select_sentences
 

@@ -17,7 +17,8 @@ from safetensors.numpy import load_file
 from qtsearch import load_encoder
 from qtsearch.core.errors import InputError, UsageError
 from qtsearch.encoders.files import latest_validation, read_metrics
-from qtsearch.training.trainer import TrainConfig, train
+from qtsearch.training.configs import TrainConfig
+from qtsearch.training.trainer import train
 
 REPO = Path(__file__).resolve().parents[2]
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"

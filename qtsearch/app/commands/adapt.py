@@ -18,6 +18,7 @@ from qtsearch.app.commands.train_options import (
     config_options,
 )
 from qtsearch.app.progress import RichReporter
+from qtsearch.training.configs import HELD_OUT, AdaptConfig
 
 HELP = (
     "Adapt a model to your corpus: its words, its neighbouring sentences, its titles; no labels."
@@ -29,9 +30,10 @@ HELP = (
     "optionally all-MiniLM-L6-v2's vectors of a corpus sample (--teacher minilm, encoded within "
     "--teacher-budget). An L2 pull towards the base keeps its general skills. CORPUS: text "
     "files or folders (as for build-index) or JSON Lines records with \"title\" and \"text\" "
-    "(a BEIR corpus.jsonl.gz). Every 20th document is held out: validation shows how well the "
-    "model finds a held-out sentence's neighbour before (step 0) and after. --max-minutes stops "
-    "cleanly with the model saved; Ctrl-C saves a checkpoint that --resume continues exactly."
+    f"(a BEIR corpus.jsonl.gz). Every {HELD_OUT}th document is held out: validation shows how "
+    "well the model finds a held-out sentence's neighbour before (step 0) and after. "
+    "--max-minutes stops cleanly with the model saved; Ctrl-C saves a checkpoint that --resume "
+    "continues exactly."
 )
 
 
@@ -39,50 +41,62 @@ def adapt_command(
     corpus: list[Path] = typer.Argument(..., help="Text files, folders or .jsonl(.gz) records."),
     out_dir: Path = OUT,
     model: str | None = typer.Option(
-        None, "--model", "-m", help="Base model folder (default: the shipped model)."),
+        AdaptConfig.model, "--model", "-m",
+        help="Base model folder (default: the shipped model)."),
     split_sentences: bool = typer.Option(
-        True, "--split-sentences/--lines",
+        AdaptConfig.split_sentences, "--split-sentences/--lines",
         help="Text files are running text (split into sentences; a blank line ends a document) "
         "or one sentence a line."),
-    new_words: int = typer.Option(50_000, help="Corpus words added at most (most frequent)."),
-    min_count: int = typer.Option(2, help="Occurrences a corpus word needs to be added."),
-    neighbours: bool = typer.Option(True, "--neighbours/--no-neighbours",
+    new_words: int = typer.Option(AdaptConfig.new_words,
+                                  help="Corpus words added at most (most frequent)."),
+    min_count: int = typer.Option(AdaptConfig.min_count,
+                                  help="Occurrences a corpus word needs to be added."),
+    neighbours: bool = typer.Option(AdaptConfig.neighbours, "--neighbours/--no-neighbours",
                                     help="Neighbouring sentences as positive pairs."),
-    titles: bool = typer.Option(True, "--titles/--no-titles",
+    titles: bool = typer.Option(AdaptConfig.titles, "--titles/--no-titles",
                                 help="Titles and their document's sentences as positive pairs."),
-    ict: bool = typer.Option(True, "--ict/--no-ict",
+    ict: bool = typer.Option(AdaptConfig.ict, "--ict/--no-ict",
                              help="A sentence and the rest of its document as positive pairs."),
     teacher: str | None = typer.Option(
-        None, help="minilm: also learn all-MiniLM-L6-v2's vectors of a corpus sample."),
+        AdaptConfig.teacher,
+        help="minilm: also learn all-MiniLM-L6-v2's vectors of a corpus sample."),
+    # the config counts seconds; the option takes a time as people write it
     teacher_budget: str = typer.Option(
-        "10m", help="Time the teacher may spend encoding (e.g. 90s, 10m)."),
-    teacher_sample: int = typer.Option(20_000, "--teacher-sentences",
+        f"{AdaptConfig.teacher_budget / 60:g}m",
+        help="Time the teacher may spend encoding (e.g. 90s, 10m)."),
+    teacher_sample: int = typer.Option(AdaptConfig.teacher_sample, "--teacher-sentences",
                                        help="Teacher: corpus sentences sampled at most."),
     anchor: float = typer.Option(
-        0.0, help="Weight of a pull of known words towards the base model (0: none; only "
-        "the corpus's words train either way)."),
-    batch_size: int = typer.Option(256, help="Pairs per step (each against the others)."),
-    scale: float = typer.Option(20.0, help="Cosine × this are the contrastive logits."),
-    doc_len: int = typer.Option(256, help="Tokens of a document's rest (inverse cloze)."),
+        AdaptConfig.anchor, help="Weight of a pull of known words towards the base model (0: "
+        "none; only the corpus's words train either way)."),
+    batch_size: int = typer.Option(AdaptConfig.batch_size,
+                                   help="Pairs per step (each against the others)."),
+    scale: float = typer.Option(AdaptConfig.scale,
+                                help="Cosine × this are the contrastive logits."),
+    doc_len: int = typer.Option(AdaptConfig.doc_len,
+                                help="Tokens of a document's rest (inverse cloze)."),
     max_len: int | None = typer.Option(
-        None, help="Tokens of an indexed text the adapted model reads (default: the base's)."),
+        AdaptConfig.max_len,
+        help="Tokens of an indexed text the adapted model reads (default: the base's)."),
     max_minutes: float | None = typer.Option(
-        None, help="Stop cleanly after this long, the model saved (--resume continues)."),
-    lr: float = typer.Option(3e-3, help="Adam learning rate."),
-    epochs: int = typer.Option(3, help="Passes over every task's pairs."),
+        AdaptConfig.max_minutes,
+        help="Stop cleanly after this long, the model saved (--resume continues)."),
+    lr: float = typer.Option(AdaptConfig.lr, help="Adam learning rate."),
+    epochs: int = typer.Option(AdaptConfig.epochs, help="Passes over every task's pairs."),
     max_steps: int | None = MAX_STEPS,
     device: str = DEVICE,
     precision: str = PRECISION,
     seed: int = SEED,
-    val_every: int = typer.Option(100, help="Validate every N steps."),
-    checkpoint_every: int = typer.Option(100, help="Checkpoint every N steps."),
+    val_every: int = typer.Option(AdaptConfig.val_every, help="Validate every N steps."),
+    checkpoint_every: int = typer.Option(AdaptConfig.checkpoint_every,
+                                         help="Checkpoint every N steps."),
     resume: bool = RESUME,
     quiet: bool = QUIET,
 ) -> None:
     options = config_options(locals(), ("corpus",))
     options["teacher_budget"] = seconds(teacher_budget)
     # imported here, not at the top: torch loads only once the line is parsed
-    from qtsearch.training.adapt import AdaptConfig, adapt
+    from qtsearch.training.adapt import adapt
 
     config = AdaptConfig(**options)
     out.print(adapt(config, resume=resume, reporter=RichReporter(not quiet, err)).summary())

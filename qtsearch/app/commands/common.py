@@ -9,6 +9,8 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from qtsearch.search.defaults import RERANK_DEPTH
+
 
 class _Stdout(Console):
     """Rich's console exits 1 on a closed pipe; this one lets the BrokenPipeError through, so
@@ -40,9 +42,7 @@ def top_k_option(default: int, help: str = "Results per query.") -> Any:
     return typer.Option(default, "--top-k", "-k", help=help)
 
 
-#: `--rerank-depth` of search, shell and serve. Its default is qtsearch.search.rerank's
-#: RERANK_DEPTH, written out here so that the CLI starts without importing the query layer
-#: (numpy and the encoders: ~130 ms); tests/search/test_rerank.py checks that the two agree.
-RERANK_DEPTH_OPT = typer.Option(30, "--rerank-depth", min=1,
+#: `--rerank-depth` of search, shell and serve.
+RERANK_DEPTH_OPT = typer.Option(RERANK_DEPTH, "--rerank-depth", min=1,
                                 help="First-stage hits re-scored per query with --rerank "
                                      "(deeper finds more, costs more).")

@@ -17,12 +17,13 @@ from qtsearch.app.commands.common import (
     top_k_option,
 )
 from qtsearch.core.errors import InputError, UsageError
+from qtsearch.search.defaults import TOP_K
 
 if TYPE_CHECKING:  # the query layer is imported by the commands that run (it reads text files)
     from qtsearch.search.answers import Answer
 
 INDEX_ARG = typer.Argument(..., help="Index folder (made by `qtsearch build-index`).")
-K_OPT = top_k_option(10, help="Results per query (clamped to the index size).")
+K_OPT = top_k_option(TOP_K, help="Results per query (clamped to the index size).")
 #: The spelling before -k/--top-k, kept working for existing scripts but not shown.
 OLD_K_OPT = typer.Option(None, "--k", hidden=True)
 MODE_OPT = typer.Option(None, "--mode",

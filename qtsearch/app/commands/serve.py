@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from qtsearch.app.commands.common import RERANK_DEPTH_OPT, err, out
+from qtsearch.app.serve.limits import Limits
 from qtsearch.core.errors import UsageError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -26,16 +27,20 @@ def serve(
     workers: int = typer.Option(1, min=1, max=64, help="Worker processes, each with its own "
                                                       "copy of the model and index."),
     device: str = typer.Option("cpu", help="cpu | cuda | auto, for encoding queries."),
-    max_k: int = typer.Option(1000, min=1, help="Largest k a request may ask for."),
-    max_queries: int = typer.Option(100, min=1, help="Most queries in one /search request."),
-    max_body: int = typer.Option(1 << 20, min=1024, help="Largest request body in bytes "
-                                                         "(413 above it), /add excepted."),
-    max_add_bytes: int = typer.Option(16 << 20, min=1024,
+    max_k: int = typer.Option(Limits.max_k, min=1, help="Largest k a request may ask for."),
+    max_queries: int = typer.Option(Limits.max_queries, min=1,
+                                    help="Most queries in one /search request."),
+    max_body: int = typer.Option(Limits.max_body, min=1024,
+                                 help="Largest request body in bytes (413 above it), /add "
+                                      "excepted."),
+    max_add_bytes: int = typer.Option(Limits.max_add_bytes, min=1024,
                                       help="Largest POST /add body in bytes."),
-    max_results: int = typer.Option(10_000, min=1, help="Most results (queries × k) in one "
-                                                       "/search request (413 above it)."),
-    max_concurrent: int = typer.Option(64, min=1, help="Requests in progress per worker; "
-                                                      "beyond, 503 with Retry-After."),
+    max_results: int = typer.Option(Limits.max_results, min=1,
+                                    help="Most results (queries × k) in one /search request "
+                                         "(413 above it)."),
+    max_concurrent: int = typer.Option(Limits.max_concurrent, min=1,
+                                       help="Requests in progress per worker; beyond, 503 with "
+                                            "Retry-After."),
     allow_host: list[str] = typer.Option(
         [], "--allow-host", help="A Host name (or address) to answer besides this machine's "
                                  "loopback names and --host; repeatable; * answers any "

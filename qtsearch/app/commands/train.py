@@ -19,6 +19,13 @@ from qtsearch.app.commands.train_options import (
     config_options,
 )
 from qtsearch.app.progress import RichReporter
+from qtsearch.training.configs import (
+    GRU_DEFAULTS,
+    OBJECTIVE_ENCODERS,
+    SCHEDULES,
+    TRANSFORMER_DEFAULTS,
+    TrainConfig,
+)
 
 HELP = """Train a sentence encoder on text in reading order.
 
@@ -31,54 +38,80 @@ Objectives: qt (Quick-Thoughts: pick the neighbouring sentences among the batch;
 bi, bow, mc or transformer), fastsent (sum of word vectors predicting the words of the previous
 and next sentences; --fastsent-ae also its own words) and sdae (a GRU encoder reads the sentence
 with words dropped and bigrams swapped, a GRU decoder rebuilds it; use a small --batch-size such
-as 64, its softmax runs over every token). The transformer defaults to d_model (--hidden) 512,
-4 layers, 8 heads, pre-layer-norm, learned positions, mean pooling, and 1000 warm-up steps
-followed by an inverse-square-root decay."""
+as 64, its softmax runs over every token). The transformer defaults to d_model (--hidden) """ + (
+    f"{TRANSFORMER_DEFAULTS['hidden']},\n{TrainConfig.layers} layers, {TrainConfig.heads} heads, "
+    "pre-layer-norm, learned positions, mean pooling, and "
+    f"{TRANSFORMER_DEFAULTS['warmup_steps']} warm-up steps\nfollowed by the "
+    f"{TRANSFORMER_DEFAULTS['lr_schedule']} learning-rate schedule.")
+
+#: What an encoder name means, where the name alone does not say.
+ENCODER_NOTES = {"mc": "MC-QT: frozen GloVe ⊕ trainable"}
+
+
+def encoders_help() -> str:
+    """Each objective's encoders, its default marked: the --encoder help."""
+    parts = []
+    for objective, names in OBJECTIVE_ENCODERS.items():
+        shown = [f"{n} ({ENCODER_NOTES[n]})" if n in ENCODER_NOTES else n for n in names]
+        shown[0] += " (default)" if len(names) > 1 else " (the only one)"
+        parts.append(f"{objective}: {' | '.join(shown)}")
+    return "; ".join(parts) + "."
+
+
+def by_encoder(name: str) -> str:
+    """The help's default of an option that depends on the encoder."""
+    return f"{GRU_DEFAULTS[name]}; transformer {TRANSFORMER_DEFAULTS[name]}"
 
 
 def train_command(
     corpus: list[Path] = typer.Argument(..., help="Text files or folders (plain or .gz)."),
     out_dir: Path = OUT,
-    objective: str = typer.Option("qt", help="qt | fastsent | sdae."),
-    encoder: str | None = typer.Option(
-        None,
-        help="qt: uni (default) | bi | bow | mc (MC-QT: frozen GloVe ⊕ trainable) | "
-        "transformer; sdae: uni (default) | bi; fastsent: bow (the only one).",
-    ),
+    objective: str = typer.Option(TrainConfig.objective, help=" | ".join(OBJECTIVE_ENCODERS) + "."),
+    encoder: str | None = typer.Option(TrainConfig.encoder, help=encoders_help()),
     hidden: int | None = typer.Option(
-        None, show_default="1000; transformer 512",
+        TrainConfig.hidden, show_default=by_encoder("hidden"),
         help="GRU hidden size per direction; transformer d_model.",
     ),
-    layers: int = typer.Option(4, help="Transformer layers."),
-    heads: int = typer.Option(8, help="Transformer attention heads (must divide --hidden)."),
-    word_dim: int = typer.Option(300, help="Trainable word-embedding size."),
-    vocab_size: int = typer.Option(50_000, help="Most frequent words kept (plus <pad>, <unk>)."),
-    max_len: int = typer.Option(50, help="Tokens kept per sentence (longer ones are truncated)."),
-    context: int = typer.Option(3, help="Context window: 3 = previous and next sentence, 5 = ±2…"),
-    batch_size: int = typer.Option(400, help="Contiguous sentences per batch (the candidates)."),
-    lr: float = typer.Option(5e-4, help="Adam learning rate (the peak, after any warm-up)."),
+    layers: int = typer.Option(TrainConfig.layers, help="Transformer layers."),
+    heads: int = typer.Option(TrainConfig.heads,
+                              help="Transformer attention heads (must divide --hidden)."),
+    word_dim: int = typer.Option(TrainConfig.word_dim, help="Trainable word-embedding size."),
+    vocab_size: int = typer.Option(TrainConfig.vocab_size,
+                                   help="Most frequent words kept (plus <pad>, <unk>)."),
+    max_len: int = typer.Option(TrainConfig.max_len,
+                                help="Tokens kept per sentence (longer ones are truncated)."),
+    context: int = typer.Option(TrainConfig.context,
+                                help="Context window: 3 = previous and next sentence, 5 = ±2…"),
+    batch_size: int = typer.Option(TrainConfig.batch_size,
+                                   help="Contiguous sentences per batch (the candidates)."),
+    lr: float = typer.Option(TrainConfig.lr,
+                             help="Adam learning rate (the peak, after any warm-up)."),
     warmup_steps: int | None = typer.Option(
-        None, show_default="0; transformer 1000", help="Linear learning-rate warm-up steps."
-    ),
+        TrainConfig.warmup_steps, show_default=by_encoder("warmup_steps"),
+        help="Linear learning-rate warm-up steps."),
     lr_schedule: str | None = typer.Option(
-        None, show_default="constant; transformer inverse-sqrt",
-        help="After the warm-up: constant | inverse-sqrt | linear (to 0 at the last step).",
+        TrainConfig.lr_schedule, show_default=by_encoder("lr_schedule"),
+        help=f"After the warm-up: {' | '.join(SCHEDULES)} (linear: to 0 at the last step).",
     ),
     fastsent_ae: bool = typer.Option(
-        False, "--fastsent-ae", help="FastSent+AE: also predict the sentence's own words."
-    ),
-    word_dropout: float = typer.Option(0.1, help="SDAE noise: word deletion probability p0."),
-    swap_prob: float = typer.Option(0.1, help="SDAE noise: bigram swap probability px."),
-    epochs: int = typer.Option(1, help="Passes over the training blocks."),
+        TrainConfig.fastsent_ae, "--fastsent-ae",
+        help="FastSent+AE: also predict the sentence's own words."),
+    word_dropout: float = typer.Option(TrainConfig.word_dropout,
+                                       help="SDAE noise: word deletion probability p0."),
+    swap_prob: float = typer.Option(TrainConfig.swap_prob,
+                                    help="SDAE noise: bigram swap probability px."),
+    epochs: int = typer.Option(TrainConfig.epochs, help="Passes over the training blocks."),
     max_steps: int | None = MAX_STEPS,
     device: str = DEVICE,
     precision: str = PRECISION,
     split_sentences: bool = typer.Option(
-        False, "--split-sentences", help="Input is running text: split it into sentences."
-    ),
-    seed: int = typer.Option(0, help="Random seed (initialisation and block order)."),
-    val_every: int = typer.Option(500, help="Validate every N steps."),
-    checkpoint_every: int = typer.Option(1000, help="Checkpoint every N steps."),
+        TrainConfig.split_sentences, "--split-sentences",
+        help="Input is running text: split it into sentences."),
+    seed: int = typer.Option(TrainConfig.seed,
+                             help="Random seed (initialisation and block order)."),
+    val_every: int = typer.Option(TrainConfig.val_every, help="Validate every N steps."),
+    checkpoint_every: int = typer.Option(TrainConfig.checkpoint_every,
+                                         help="Checkpoint every N steps."),
     batches_per_step: int | None = BATCHES_PER_STEP,
     nproc: int = NPROC,
     resume: bool = RESUME,
@@ -86,7 +119,7 @@ def train_command(
 ) -> None:
     options = config_options(locals(), ("corpus",))
     # imported here, not at the top: torch loads only once the line is parsed
-    from qtsearch.training.trainer import TrainConfig, train
+    from qtsearch.training.trainer import train
 
     config = TrainConfig(**options)
     out.print(train(config, resume=resume, reporter=RichReporter(not quiet, err)).summary())

@@ -43,8 +43,10 @@ from qtsearch.app.commands.train_options import (
     WORD_DIM,
     WORD_VECTORS,
     config_options,
+    default,
 )
 from qtsearch.app.progress import RichReporter
+from qtsearch.training.configs import TASK_SCHEDULES, MultitaskConfig
 
 HELP = (
     "Train one sentence encoder on Quick-Thoughts, NLI and paraphrase pairs together "
@@ -73,29 +75,34 @@ def train_multitask_command(
     corpus: list[Path] = typer.Argument(
         None, help="Text files or folders for Quick-Thoughts (none: no QT task)."),
     files: list[Path] = typer.Option(
-        [], "--nli", help="NLI training file (repeatable; none: no NLI task)."),
+        default(MultitaskConfig, "train"), "--nli",
+        help="NLI training file (repeatable; none: no NLI task)."),
     out_dir: Path = OUT,
     split_sentences: bool = typer.Option(
-        False, "--split-sentences", help="The corpus is running text: split it into sentences."
-    ),
-    schedule: str = typer.Option("proportional", help="proportional | round-robin."),
+        MultitaskConfig.split_sentences, "--split-sentences",
+        help="The corpus is running text: split it into sentences."),
+    schedule: str = typer.Option(MultitaskConfig.schedule, help=" | ".join(TASK_SCHEDULES) + "."),
     pairs: list[Path] = typer.Option(
-        [], help="Paraphrase pair file for the pairs task (repeatable; as for train-pairs)."
-    ),
-    pairs_valid: list[Path] = typer.Option([], help="Pairs validation file (repeatable)."),
-    pairs_batch_size: int = typer.Option(128, help="Pairs per pairs step."),
+        default(MultitaskConfig, "pairs"),
+        help="Paraphrase pair file for the pairs task (repeatable; as for train-pairs)."),
+    pairs_valid: list[Path] = typer.Option(default(MultitaskConfig, "pairs_valid"),
+                                           help="Pairs validation file (repeatable)."),
+    pairs_batch_size: int = typer.Option(MultitaskConfig.pairs_batch_size,
+                                         help="Pairs per pairs step."),
     teacher: list[Path] = typer.Option(
-        [], help="Text file or folder (running text or WikiExtractor) for the teacher task "
-        "(repeatable)."
-    ),
+        default(MultitaskConfig, "teacher"),
+        help="Text file or folder (running text or WikiExtractor) for the teacher task "
+        "(repeatable)."),
     teacher_sentences: int = typer.Option(
-        10_000, help="Teacher: sentences selected from the --teacher files (spread evenly)."
-    ),
-    teacher_batch_size: int = typer.Option(128, help="Teacher: sentences per teacher step."),
-    teacher_val_batches: int = typer.Option(8, help="Teacher: held-out validation batches."),
+        MultitaskConfig.teacher_sentences,
+        help="Teacher: sentences selected from the --teacher files (spread evenly)."),
+    teacher_batch_size: int = typer.Option(MultitaskConfig.teacher_batch_size,
+                                           help="Teacher: sentences per teacher step."),
+    teacher_val_batches: int = typer.Option(MultitaskConfig.teacher_val_batches,
+                                            help="Teacher: held-out validation batches."),
     teacher_cache: Path | None = typer.Option(
-        None, help="Teacher: vector cache folder (default: $QTSEARCH_CACHE/teacher)."
-    ),
+        MultitaskConfig.teacher_cache,
+        help="Teacher: vector cache folder (default: $QTSEARCH_CACHE/teacher)."),
     pairs_scale: float = PAIRS_SCALE,
     pairs_val_batches: int = PAIRS_VAL_BATCHES,
     hard_negatives: bool = HARD_NEGATIVES,
@@ -112,18 +119,20 @@ def train_multitask_command(
     word_vectors: str = WORD_VECTORS,
     train_words: int = TRAIN_WORDS,
     vocab_size: int = typer.Option(
-        20_000, help="Most frequent corpus words in the vocabulary (NLI and GloVe words added)."
-    ),
+        MultitaskConfig.vocab_size,
+        help="Most frequent corpus words in the vocabulary (NLI and GloVe words added)."),
     vocab_from: list[Path] = VOCAB_FROM,
     vocab_from_words: int = VOCAB_FROM_WORDS,
     fc_dim: int = FC_DIM,
     dropout: float = DROPOUT,
     max_len: int = MAX_LEN,
     batch_size: int = BATCH_SIZE,
-    qt_batch_size: int = typer.Option(128, help="Contiguous sentences per QT batch."),
-    context: int = typer.Option(3, help="QT context window: 3 = previous and next sentence."),
+    qt_batch_size: int = typer.Option(MultitaskConfig.qt_batch_size,
+                                      help="Contiguous sentences per QT batch."),
+    context: int = typer.Option(MultitaskConfig.context,
+                                help="QT context window: 3 = previous and next sentence."),
     lr: float = LR,
-    epochs: int = typer.Option(1, help="Passes over both tasks' data."),
+    epochs: int = typer.Option(MultitaskConfig.epochs, help="Passes over every task's data."),
     max_steps: int | None = MAX_STEPS,
     device: str = DEVICE,
     precision: str = PRECISION,
@@ -141,7 +150,7 @@ def train_multitask_command(
     if teacher_cache is not None:
         options["teacher_cache"] = str(teacher_cache)
     # imported here, not at the top: torch loads only once the line is parsed
-    from qtsearch.training.multitask import MultitaskConfig, train_multitask
+    from qtsearch.training.multitask import train_multitask
 
     config = MultitaskConfig(train=options.pop("files"), **options)
     result = train_multitask(config, resume=resume, reporter=RichReporter(not quiet, err))

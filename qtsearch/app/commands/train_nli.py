@@ -38,9 +38,12 @@ from qtsearch.app.commands.train_options import (
     config_options,
 )
 from qtsearch.app.progress import RichReporter
+from qtsearch.encoders.kinds import WORD_VECTOR_DIMS
+from qtsearch.training.configs import NLITrainConfig
 
 HELP = (
-    "Train an InferSent sentence encoder (BiLSTM, max pooling, frozen GloVe 50-d) on NLI pairs."
+    "Train an InferSent sentence encoder (BiLSTM, max pooling, frozen GloVe "
+    f"{WORD_VECTOR_DIMS['glove']}-d) on NLI pairs."
     "\n\n"
     "FILES are NLI files in any of these layouts, detected per file: SNLI/MultiNLI JSON lines "
     "(sentence1, sentence2, gold_label), SNLI/MultiNLI .txt with a header row, or "
@@ -75,7 +78,7 @@ def train_nli_command(
     max_len: int = MAX_LEN,
     batch_size: int = BATCH_SIZE,
     lr: float = LR,
-    epochs: int = typer.Option(5, help="Passes over the training pairs."),
+    epochs: int = typer.Option(NLITrainConfig.epochs, help="Passes over the training pairs."),
     max_steps: int | None = MAX_STEPS,
     device: str = DEVICE,
     precision: str = PRECISION,
@@ -89,7 +92,7 @@ def train_nli_command(
 ) -> None:
     options = config_options(locals(), ("files", "valid", "vocab_from"))
     # imported here, not at the top: torch loads only once the line is parsed
-    from qtsearch.training.nli import NLITrainConfig, train_nli
+    from qtsearch.training.nli import train_nli
 
     config = NLITrainConfig(train=options.pop("files"), **options)
     out.print(train_nli(config, resume=resume, reporter=RichReporter(not quiet, err)).summary())

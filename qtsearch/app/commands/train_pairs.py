@@ -27,17 +27,21 @@ from qtsearch.app.commands.train_options import (
     PRECISION,
     QUIET,
     RESUME,
+    SEED,
     TRAIN_WORDS,
     VOCAB_FROM,
     VOCAB_FROM_WORDS,
     WORD_VECTORS,
     config_options,
+    default,
 )
 from qtsearch.app.progress import RichReporter
+from qtsearch.encoders.kinds import WORD_VECTOR_DIMS
+from qtsearch.training.configs import PairsTrainConfig
 
 HELP = (
-    "Train an InferSent sentence encoder (BiLSTM, max pooling, frozen GloVe 50-d) on paraphrase "
-    "pairs by in-batch contrastive learning."
+    "Train an InferSent sentence encoder (BiLSTM, max pooling, frozen GloVe "
+    f"{WORD_VECTOR_DIMS['glove']}-d) on paraphrase pairs by in-batch contrastive learning."
     "\n\n"
     "FILES: Multi30k caption files SPLIT.1.en\\[.gz] (SPLIT.2 … beside it; captions of one "
     "image pair up), COCO captions JSON, NLI files (premise,hypothesis,label CSV or any layout "
@@ -58,12 +62,14 @@ HELP = (
 def train_pairs_command(
     files: list[Path] = typer.Argument(..., help="Pair files (captions, NLI)."),
     out_dir: Path = OUT,
-    valid: list[Path] = typer.Option([], help="Validation pair file (repeatable)."),
+    valid: list[Path] = typer.Option(default(PairsTrainConfig, "valid"),
+                                     help="Validation pair file (repeatable)."),
     valid_fraction: float = typer.Option(
-        0.1, help="Share of distinct anchors held out when no --valid is given."
-    ),
+        PairsTrainConfig.valid_fraction,
+        help="Share of distinct anchors held out when no --valid is given."),
     hidden: int = HIDDEN,
-    word_dim: int = typer.Option(0, help="Trainable word embeddings concatenated to GloVe."),
+    word_dim: int = typer.Option(PairsTrainConfig.word_dim,
+                                 help="Trainable word embeddings concatenated to GloVe."),
     glove_words: int = GLOVE_WORDS,
     encoder: str = PAIR_ENCODER,
     negation_scope: bool = NEGATION_SCOPE,
@@ -72,21 +78,23 @@ def train_pairs_command(
     vocab_from: list[Path] = VOCAB_FROM,
     vocab_from_words: int = VOCAB_FROM_WORDS,
     max_len: int = MAX_LEN,
-    batch_size: int = typer.Option(128, help="Pairs per step (each anchor's candidates)."),
+    batch_size: int = typer.Option(PairsTrainConfig.batch_size,
+                                   help="Pairs per step (each anchor's candidates)."),
     pairs_scale: float = PAIRS_SCALE,
     pairs_val_batches: int = PAIRS_VAL_BATCHES,
     hard_negatives: bool = HARD_NEGATIVES,
     negations: bool = NEGATIONS,
-    lr: float = typer.Option(1e-3, help="Adam learning rate."),
-    epochs: int = typer.Option(1, help="Passes over the training pairs."),
+    lr: float = typer.Option(PairsTrainConfig.lr, help="Adam learning rate."),
+    epochs: int = typer.Option(PairsTrainConfig.epochs, help="Passes over the training pairs."),
     max_steps: int | None = MAX_STEPS,
     data: Path | None = DATA,
     eval_filter: bool = EVAL_FILTER,
     device: str = DEVICE,
     precision: str = PRECISION,
-    seed: int = typer.Option(0, help="Random seed (initialisation, split, batch order)."),
-    val_every: int = typer.Option(200, help="Validate every N steps."),
-    checkpoint_every: int = typer.Option(500, help="Checkpoint every N steps."),
+    seed: int = SEED,
+    val_every: int = typer.Option(PairsTrainConfig.val_every, help="Validate every N steps."),
+    checkpoint_every: int = typer.Option(PairsTrainConfig.checkpoint_every,
+                                         help="Checkpoint every N steps."),
     batches_per_step: int | None = BATCHES_PER_STEP,
     nproc: int = NPROC,
     resume: bool = RESUME,
@@ -94,7 +102,7 @@ def train_pairs_command(
 ) -> None:
     options = config_options(locals(), ("files", "valid", "vocab_from"))
     # imported here, not at the top: torch loads only once the line is parsed
-    from qtsearch.training.pairs import PairsTrainConfig, train_pairs
+    from qtsearch.training.pairs import train_pairs
 
     config = PairsTrainConfig(train=options.pop("files"), **options)
     out.print(train_pairs(config, resume=resume, reporter=RichReporter(not quiet, err)).summary())

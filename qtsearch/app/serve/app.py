@@ -38,9 +38,10 @@ from qtsearch.search.answers import (
     answer_json,
     answer_queries,
 )
+from qtsearch.search.defaults import RERANK_DEPTH, TOP_K
 from qtsearch.search.engine import Index
 from qtsearch.search.filters import parse_where
-from qtsearch.search.rerank import RERANK_DEPTH, Reranker
+from qtsearch.search.rerank import Reranker
 
 STATIC = Path(__file__).resolve().parent / "static"
 #: Seconds a 503 (busy) answer asks the client to wait before trying again.
@@ -86,7 +87,7 @@ def read_token(path: str | os.PathLike) -> str:
 class SearchBody(BaseModel):
     q: str | int | list[str | int] = Field(
         description="A query sentence or a list of them (with ids: sentence ids).")
-    k: int = Field(10, description="Results per query.")
+    k: int = Field(TOP_K, description="Results per query.")
     mode: str | None = Field(None, description="hybrid | semantic | lexical (default: the "
                                                "index's own).")
     where: dict[str, str | int] | list[str] | None = Field(
@@ -103,7 +104,7 @@ class AnalogyBody(BaseModel):
     a: str
     b: str
     c: str
-    k: int = 10
+    k: int = TOP_K
     keep_inputs: bool = Field(False, description="Allow A, B and C among the results.")
 
 
@@ -191,7 +192,7 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
 
     @app.get("/search")
     def search_get(q: list[str] = Query(description="Query sentence; repeat for several."),
-                   k: int = 10, mode: str | None = None,
+                   k: int = TOP_K, mode: str | None = None,
                    where: list[str] = Query([], description="COLUMN=VALUE; repeatable."),
                    ids: bool = False, rerank: bool = False,
                    by: str = "passage") -> JSONResponse:

@@ -10,7 +10,6 @@ busy (another writer holds the index, or too many requests at once), with Retry-
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -99,6 +98,9 @@ class BodyLimit:
         if not declared.isdigit() or int(declared) > limit:
             await _refuse(send, limit)
             return
+        # here, not at the top: `qtsearch serve --help` reads Limits without starting a loop
+        import asyncio
+
         body, more = b"", True
         deadline = asyncio.get_running_loop().time() + self.body_timeout
         while more:

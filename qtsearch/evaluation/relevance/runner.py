@@ -32,8 +32,9 @@ from qtsearch.evaluation.relevance.engine import (
 )
 from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
 from qtsearch.index.manifest import read_manifest
+from qtsearch.search.defaults import RERANK_DEPTH
 from qtsearch.search.engine import MODES, QUERY_PRECISION, Index
-from qtsearch.search.rerank import RERANK_DEPTH, Reranker
+from qtsearch.search.rerank import Reranker
 
 log = logging.getLogger("qtsearch")
 

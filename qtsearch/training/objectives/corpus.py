@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from qtsearch.core.errors import InputError, UsageError
+from qtsearch.core.errors import InputError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.nn.objective import BatchStats, pooled
 from qtsearch.text.token_corpus import TokenCorpus
@@ -24,11 +24,6 @@ from qtsearch.training.loop import Runtime
 
 #: objective(ids, lengths, docs, rng) → the statistics of one batch.
 Objective = Callable[[Tensor, Tensor, Tensor, np.random.Generator], BatchStats]
-
-
-def check_context(context: int) -> None:
-    if context < 3 or context % 2 == 0:
-        raise UsageError("--context must be an odd number ≥ 3 (3 = previous and next sentence)")
 
 
 class Blocks:
