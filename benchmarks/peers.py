@@ -1,4 +1,4 @@
-"""Peers side by side: qtsearch against all-MiniLM-L6-v2 + faiss and model2vec + faiss.
+"""Peers side by side: qtsearch against all-MiniLM-L6-v2 + faiss, model2vec + faiss and txtai.
 
 On one corpus (the first N sentences of the shared Gutenberg books, one a line) in one run,
 each system builds an index and answers single queries in child processes of its own, so the
@@ -11,7 +11,13 @@ peak RSS (os.wait4) is that system's alone:
   wheel) encoding with its defaults, L2-normalised, in a faiss IndexFlatIP, the sentences kept
   beside it as a text file: what a user of these libraries writes;
 - model2vec: a StaticModel distilled from that same MiniLM folder (qtsearch's cached
-  distillation, qtsearch/encoders/static.py), the same faiss set-up.
+  distillation, qtsearch/encoders/static.py), the same faiss set-up;
+- txtai: `Embeddings(path=MINILM_FOLDER, content=True)`, i.e. txtai's defaults (its default
+  model is sentence-transformers/all-MiniLM-L6-v2, here read from the same local folder since
+  nothing is downloaded; mean pooling through transformers; its default backend, faiss:
+  `IDMap,Flat` up to 5,000 rows, an inverted file beyond) with the text stored (content=True,
+  SQLite), so that a search returns it as the others' do; `index(sentences)`, `save`, `load`,
+  `search(query, 10)`.
 
 Figures per system: the model's load seconds, then build seconds (read, encode, index, write:
 for qtsearch its build stages, as benchmarks/build_index.py counts them; the interpreter's
@@ -19,19 +25,29 @@ start-up and imports not counted) and sentences/s over them, peak RSS of the bui
 getrusage), size on disk, and one query at a time end to end (encode, search, the hits' text)
 p50/p95 over --queries held-out sentences after a warm-up.
 
-Relevance is the mean MRR@10 over the four paraphrase tasks of `qtsearch bench relevance`
-(systems default:hybrid, minilm:semantic, model2vec:semantic; built through qtsearch's engine,
-so with its fitted vectors, not with the plain cosine the peers' builds here use): its JSON is
-read from --relevance, or it is run here (its indexes are cached; a change to the build code
-rebuilds them, ~10 min with MiniLM on 2 busy cores). MiniLM encodes ~50-200 sentences/s on a
-busy 2-core CPU: --minilm-sentences builds its index on the first M sentences only (its speed
-is measured on those; the table says so).
+Quality beside speed, in two columns:
+
+- mean MRR@10 over the four paraphrase tasks of `qtsearch bench relevance` (systems
+  default:hybrid, minilm:semantic, model2vec:semantic; built through qtsearch's engine, so with
+  its fitted vectors, not with the plain cosine the peers' builds here use);
+- nDCG@10 on SciFact train (809 queries, 5,183 abstracts) from `qtsearch bench retrieval`
+  (the same systems through the engine, and BM25, printed below the table).
+
+txtai's two figures come from benchmarks/txtai_quality.py, which builds txtai's default index
+of each task's pool and of the SciFact corpus and scores it with the same metric code.
+
+Each JSON is read from --relevance, --retrieval and --txtai-quality, or run here (their qtsearch
+indexes are cached under $QTSEARCH_CACHE; MiniLM's cost ~10 min each on 2 busy cores, txtai's
+~10 min). MiniLM encodes ~50-200 sentences/s on a busy 2-core CPU: --minilm-sentences builds
+the MiniLM and txtai indexes on the first M sentences only (their speed is measured on those;
+the table says so).
 
     python benchmarks/peers.py --sentences 20000 --minilm-sentences 5000 \\
-        --relevance /tmp/relevance.json --chart docs/peers.png --json /tmp/peers.json
+        --relevance /tmp/relevance.json --retrieval /tmp/retrieval.json \\
+        --txtai-quality /tmp/txtai-quality.json --chart docs/peers.png --json /tmp/peers.json
 
-Prints a Markdown table for the README and draws the speed-relevance chart (sentences/s on a
-log scale against mean MRR@10, one point per system) with matplotlib.
+Prints a Markdown table for the docs and draws the speed-quality chart (sentences/s on a log
+scale against mean MRR@10 and against nDCG@10, one point per system) with matplotlib.
 """
 
 from __future__ import annotations
@@ -50,16 +66,28 @@ from pathlib import Path
 
 from build_index import write_corpus
 
-SYSTEMS = ("qtsearch", "minilm", "model2vec")
+SYSTEMS = ("qtsearch", "minilm", "model2vec", "txtai")
+#: Systems that encode with all-MiniLM-L6-v2 (--minilm-sentences limits their corpus).
+MINILM_SYSTEMS = ("minilm", "txtai")
 #: The relevance benchmark's label of each system (qtsearch/evaluation/relevance/runner.py).
 RELEVANCE_SYSTEMS = {"qtsearch": "default:hybrid", "minilm": "minilm:semantic",
                      "model2vec": "model2vec:semantic"}
+#: The system's label in the JSON of `qtsearch bench relevance` and `bench retrieval`; txtai is
+#: not one of their systems: its figures come from benchmarks/txtai_quality.py.
 RELEVANCE_LABELS = {"qtsearch": "default · hybrid", "minilm": "minilm · semantic",
                     "model2vec": "model2vec · semantic"}
 NAMES = {"qtsearch": "qtsearch (default model, hybrid)", "minilm": "all-MiniLM-L6-v2 + faiss",
-         "model2vec": "model2vec (from MiniLM) + faiss"}
+         "model2vec": "model2vec (from MiniLM) + faiss",
+         "txtai": "txtai (defaults: MiniLM, faiss, content)"}
+#: Where a point's label goes in the chart (default: above): MiniLM and txtai build at the same
+#: speed, so their labels go to either side.
+LABEL_SIDE = {"minilm": "left", "txtai": "right"}
+SHORT = {"qtsearch": "qtsearch (hybrid)", "minilm": "MiniLM + faiss",
+         "model2vec": "model2vec + faiss", "txtai": "txtai (defaults)"}
+SCIFACT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "beir" / "scifact"
 K = 10
 WARM_UP = 5
+JSON_OUT = "{json}"  # in a quality command: where the child writes its JSON
 
 
 # ----- in the child: one system's build or queries -----------------------------------------
@@ -91,6 +119,17 @@ class Peer:
         return vectors
 
 
+def txtai_embeddings(folder: str):
+    """txtai's Embeddings as its defaults make them, with content=True: the default model
+    (sentence-transformers/all-MiniLM-L6-v2, through transformers with mean pooling and
+    L2-normalised vectors), read from the local `folder` (no network here), and the default
+    backend, faiss (IDMap,Flat up to 5,000 rows, IVF beyond); content=True stores the text in
+    SQLite beside the vectors so that a search returns it, as a user storing text does."""
+    from txtai import Embeddings
+
+    return Embeddings(path=folder, content=True)
+
+
 def import_library(system: str) -> None:
     """Imports the system's libraries before any clock starts, as qtsearch's are."""
     import faiss  # noqa: F401
@@ -99,6 +138,8 @@ def import_library(system: str) -> None:
         import sentence_transformers  # noqa: F401
     elif system == "model2vec":
         import model2vec  # noqa: F401
+    elif system == "txtai":
+        import txtai  # noqa: F401
 
 
 def child_build(system: str, corpus: Path, out: Path, limit: int | None, model: str) -> dict:
@@ -116,6 +157,15 @@ def child_build(system: str, corpus: Path, out: Path, limit: int | None, model: 
         seconds = total_seconds(m["stages"], m["build"]["parallel_stages"])
         return {"sentences": m["count"], "seconds": seconds, "load_s": wall - seconds,
                 "index": m["index_key"], "stages": m["stages"]}
+    if system == "txtai":
+        t = time.perf_counter()
+        embeddings = txtai_embeddings(model)
+        load = time.perf_counter() - t
+        sentences = read_lines(corpus)[:limit]
+        embeddings.index(sentences)
+        embeddings.save(str(out))
+        return {"sentences": len(sentences), "seconds": time.perf_counter() - t - load,
+                "load_s": load, "index": embeddings.config["build"]["settings"]["components"]}
     import faiss
 
     t = time.perf_counter()
@@ -142,6 +192,14 @@ def child_queries(system: str, out: Path, queries: list[str], model: str) -> dic
 
         def search(q: str) -> list[str]:
             return [h.text for h in index.search(q, k=K)[0]]
+    elif system == "txtai":
+        from txtai import Embeddings
+
+        embeddings, mode = Embeddings(), "semantic"
+        embeddings.load(str(out))  # its config names the local model folder
+
+        def search(q: str) -> list[str]:
+            return [h["text"] for h in embeddings.search(q, K)]
     else:
         import faiss
 
@@ -180,7 +238,7 @@ def in_child(args: list[str], threads: int) -> dict:
 def model_folder(system: str) -> str:
     """The peer's model folder, resolved (and model2vec distilled, once) here, not in the
     measured child; "-" for qtsearch, whose build loads its shipped model itself."""
-    if system == "minilm":
+    if system in MINILM_SYSTEMS:
         from qtsearch.encoders.wheels import minilm_folder
 
         return str(minilm_folder())
@@ -191,22 +249,62 @@ def model_folder(system: str) -> str:
     return "-"
 
 
-def run_relevance(path: Path, systems: list[str]) -> dict:
-    """`qtsearch bench relevance` on the paraphrase tasks for these systems, its JSON kept."""
-    picked = ",".join(RELEVANCE_SYSTEMS[s] for s in systems)
-    print(f"relevance: qtsearch bench relevance --systems {picked} --tasks paraphrase", flush=True)
-    r = subprocess.run([sys.executable, "-m", "qtsearch", "bench", "relevance", "--systems",
-                        picked, "--tasks", "paraphrase", "--json", "-q"],
+def run_json(command: list[str], path: Path) -> dict:
+    """A benchmark run in a child that writes its JSON to `path` where the command names
+    JSON_OUT, else prints it (kept in `path`); that JSON."""
+    print(f"quality: {' '.join(command)}", flush=True)
+    writes = JSON_OUT in command
+    r = subprocess.run([sys.executable, *(str(path) if c == JSON_OUT else c for c in command)],
                        capture_output=True, text=True)
     if r.returncode:
-        sys.exit(f"benchmark: bench relevance failed: {r.stderr.strip()[-2000:]}")
-    path.write_text(r.stdout, encoding="utf-8")
-    return json.loads(r.stdout)
+        sys.exit(f"benchmark: {' '.join(command[:3])} failed: {r.stderr.strip()[-2000:]}")
+    if not writes:
+        path.write_text(r.stdout, encoding="utf-8")
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
-def mean_mrr(relevance: dict, system: str) -> float | None:
-    row = relevance.get("mean_paraphrase", {}).get(RELEVANCE_LABELS[system])
+def quality(args: argparse.Namespace, work: Path) -> tuple[dict, dict, dict]:
+    """The JSON of `qtsearch bench relevance` (paraphrase tasks), of `qtsearch bench retrieval`
+    (SciFact train) and of benchmarks/txtai_quality.py: read from --relevance, --retrieval and
+    --txtai-quality, or run here (each kept in the work folder)."""
+    picked = ",".join(RELEVANCE_SYSTEMS[s] for s in args.systems if s in RELEVANCE_SYSTEMS)
+    runs = {
+        "relevance": (args.relevance, ["-m", "qtsearch", "bench", "relevance", "--systems",
+                                       picked, "--tasks", "paraphrase", "--json", "-q"]),
+        # every mode of the default model (so BM25 too) and MiniLM and model2vec
+        "retrieval": (args.retrieval, ["-m", "qtsearch", "bench", "retrieval", str(SCIFACT),
+                                       "--split", "train", "--json", "-q"]),
+        "txtai": (args.txtai_quality, [str(Path(__file__).with_name("txtai_quality.py")),
+                                       "--json", JSON_OUT]),
+    }
+    answers = []
+    for name, (given, command) in runs.items():
+        if given:
+            answers.append(json.loads(given.read_text(encoding="utf-8")))
+        elif name != "txtai" or "txtai" in args.systems:
+            answers.append(run_json(command, work / f"{name}.json"))
+            if args.relevance_out and name == "relevance":
+                shutil.copyfile(work / "relevance.json", args.relevance_out)
+        else:
+            answers.append({})
+    return answers[0], answers[1], answers[2]
+
+
+def mean_mrr(relevance: dict, txtai: dict, system: str) -> float | None:
+    if system == "txtai":
+        row = txtai.get("mean_paraphrase")
+    else:
+        row = relevance.get("mean_paraphrase", {}).get(RELEVANCE_LABELS[system])
     return None if row is None else float(row["MRR@10"])
+
+
+def ndcg10(retrieval: dict, txtai: dict, label: str) -> float | None:
+    """nDCG@10 on SciFact train of a label of `bench retrieval` (or txtai)."""
+    if label == "txtai":
+        row = txtai.get("beir")
+    else:
+        row = retrieval.get("results", {}).get(SCIFACT.name, {}).get(label)
+    return None if row is None else float(row["nDCG@10"])
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -214,31 +312,36 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def draw_chart(rows: list[dict], path: Path, note: str) -> None:
-    """Sentences/s (log) against mean MRR@10, one labelled point per system."""
+    """Sentences/s (log) against mean MRR@10 (paraphrase) and against nDCG@10 (SciFact), one
+    labelled point per system in each panel."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
         print("no chart without matplotlib (pip install matplotlib)")
         return
-    figure = Figure(figsize=(6.4, 4), layout="constrained")
-    ax = figure.subplots()
-    for i, r in enumerate(rows):
-        if r["mrr"] is None:
-            continue
-        ax.scatter(r["sentences_per_s"], r["mrr"], s=60, color=f"C{i}", zorder=3)
-        ax.annotate(f"{NAMES[r['system']]}\n{r['sentences_per_s']:,.0f}/s, {r['mrr']:.3f}",
-                    (r["sentences_per_s"], r["mrr"]), textcoords="offset points",
-                    xytext=(0, 9), ha="center", fontsize=8)
-    ax.set_xscale("log")
+    figure = Figure(figsize=(10, 4), layout="constrained")
     speeds = [r["sentences_per_s"] for r in rows]
-    ax.set_xlim(min(speeds) / 12, max(speeds) * 12)  # room for the labels
-    mrrs = [r["mrr"] for r in rows if r["mrr"] is not None]
-    if mrrs:
-        ax.set_ylim(min(mrrs) - 0.02, max(mrrs) + 0.025)
-    ax.set_xlabel("index build speed, sentences/s (log scale)")
-    ax.set_ylabel("mean MRR@10, paraphrase retrieval")
-    ax.set_title(note, fontsize=8)
-    ax.grid(alpha=0.3)
+    panels = (("mrr", "mean MRR@10, paraphrase retrieval"), ("ndcg", "nDCG@10, SciFact train"))
+    for ax, (key, label) in zip(figure.subplots(1, 2), panels, strict=True):
+        for i, r in enumerate(rows):
+            if r[key] is None:
+                continue
+            side = LABEL_SIDE.get(r["system"])
+            ax.scatter(r["sentences_per_s"], r[key], s=60, color=f"C{i}", zorder=3)
+            ax.annotate(f"{SHORT[r['system']]}\n{r['sentences_per_s']:,.0f}/s, {r[key]:.3f}",
+                        (r["sentences_per_s"], r[key]), textcoords="offset points",
+                        xytext={None: (0, 9), "left": (-9, 0), "right": (9, 0)}[side],
+                        ha={None: "center", "left": "right", "right": "left"}[side],
+                        va="bottom" if side is None else "center", fontsize=8)
+        ax.set_xscale("log")
+        ax.set_xlim(min(speeds) / 12, max(speeds) * 12)  # room for the labels
+        values = [r[key] for r in rows if r[key] is not None]
+        if values:
+            ax.set_ylim(min(values) - 0.04, max(values) + 0.03)
+        ax.set_xlabel("index build speed, sentences/s (log scale)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    figure.suptitle(note, fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png", dpi=80)
     print(f"chart: {path} ({path.stat().st_size / 1e3:.0f} kB)")
@@ -260,7 +363,7 @@ def parent(args: argparse.Namespace) -> None:
         queries.write_text("".join(s + "\n" for s in lines[args.sentences:]), encoding="utf-8")
         rows = []
         for system in args.systems:
-            limit = args.minilm_sentences if system == "minilm" else None
+            limit = args.minilm_sentences if system in MINILM_SYSTEMS else None
             load = os.getloadavg()[0]
             print(f"{system}: building (load average {load:.1f})", flush=True)
             out = work / system
@@ -279,39 +382,46 @@ def parent(args: argparse.Namespace) -> None:
                   f"({r['sentences_per_s']:,.0f}/s), peak RSS {r['peak_rss'] / 1e9:.2f} GB, "
                   f"{r['disk_bytes'] / 1e6:.1f} MB on disk, query p50 {r['p50_ms']:.2f} ms "
                   f"p95 {r['p95_ms']:.2f} ms ({r['mode']})", flush=True)
-        if args.relevance:
-            relevance = json.loads(args.relevance.read_text(encoding="utf-8"))
-        else:
-            relevance = run_relevance(work / "relevance.json", args.systems)
-            if args.relevance_out:
-                shutil.copyfile(work / "relevance.json", args.relevance_out)
+        relevance, retrieval, txtai = quality(args, work)
         for r in rows:
-            r["mrr"] = mean_mrr(relevance, r["system"])
+            r["mrr"] = mean_mrr(relevance, txtai, r["system"])
+            r["ndcg"] = ndcg10(retrieval, txtai, RELEVANCE_LABELS.get(r["system"], "txtai"))
+        bm25 = ndcg10(retrieval, txtai, "BM25 (lexical)")
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
-    report(rows, args)
+    report(rows, args, bm25, txtai)
 
 
-def report(rows: list[dict], args: argparse.Namespace) -> None:
+def report(rows: list[dict], args: argparse.Namespace, bm25: float | None, txtai: dict
+           ) -> None:
     loads = ", ".join(f"{r['load']:.1f}" for r in rows)
     machine = (f"{platform.machine()}, {os.cpu_count()} CPUs, {args.threads} thread(s) per "
                f"system, load average before each system's build {loads}")
     print(f"\nMachine: {machine}. Corpus: Gutenberg sentences, one a line; queries: the "
           f"{args.queries} sentences after them, one at a time, k={K}.\n")
     print("| system | sentences | model load s | build s | sentences/s | peak RSS (build) "
-          "| on disk | query p50 ms | query p95 ms | mean MRR@10 |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| on disk | query p50 ms | query p95 ms | mean MRR@10 | SciFact nDCG@10 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        mrr = "–" if r["mrr"] is None else f"{r['mrr']:.3f}"
+        mrr, ndcg = ("–" if v is None else f"{v:.3f}" for v in (r["mrr"], r["ndcg"]))
         print(f"| {NAMES[r['system']]} | {r['sentences']:,} | {r['load_s']:.1f} | "
               f"{r['seconds']:.1f} | "
               f"{r['sentences_per_s']:,.0f} | {r['peak_rss'] / 1e9:.2f} GB | "
-              f"{r['disk_bytes'] / 1e6:.1f} MB | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | {mrr} |")
+              f"{r['disk_bytes'] / 1e6:.1f} MB | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | {mrr} "
+              f"| {ndcg} |")
     print(f"\nBuild: qtsearch also writes SQLite metadata with a full-text table and fits its "
-          f"vectors (what hybrid search needs); the peers write a faiss index and the "
-          f"sentences as text. Relevance: `qtsearch bench relevance` "
-          f"({args.relevance or 'run here'}), mean over STSB-train, STSB-dev, MSRP and SICK.")
+          f"vectors (what hybrid search needs); minilm and model2vec write a faiss index and "
+          f"the sentences as text, txtai its faiss index and a SQLite table of the text. "
+          f"Relevance: `qtsearch bench relevance` ({args.relevance or 'run here'}), mean over "
+          f"STSB-train, STSB-dev, MSRP and SICK; nDCG@10: `qtsearch bench retrieval` on SciFact "
+          f"train ({args.retrieval or 'run here'}; BM25 alone "
+          f"{'–' if bm25 is None else f'{bm25:.3f}'}); txtai's both from "
+          f"benchmarks/txtai_quality.py ({args.txtai_quality or 'run here'}).")
+    if txtai.get("beir", {}).get("exact"):
+        print(f"txtai's default faiss index on SciFact is {txtai['beir']['index']} searched "
+              f"with nprobe {txtai['beir']['nprobe']}; every list probed, nDCG@10 "
+              f"{txtai['beir']['exact']['nDCG@10']:.3f}.")
     by = {r["system"]: r for r in rows}
     if "qtsearch" in by and "minilm" in by:
         q, m = by["qtsearch"], by["minilm"]
@@ -320,13 +430,32 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
         if q["mrr"] is not None and m["mrr"] is not None:
             diff = q["mrr"] - m["mrr"]
             line += (f" at mean MRR@10 {q['mrr']:.3f} against {m['mrr']:.3f} "
-                     f"({'equal or better' if diff >= 0 else f'{-diff:.3f} lower'})")
+                     f"({'within 0.001' if abs(diff) < 1e-3 else f'{diff:+.3f}'})")
         print(line + f"; queries p50 {m['p50_ms'] / q['p50_ms']:.1f}x faster.")
     if args.chart:
-        draw_chart(rows, args.chart, f"{rows[0]['sentences']:,} Gutenberg sentences; "
-                   f"{os.cpu_count()} CPUs, load average ~{rows[0]['load']:.0f}")
+        limited = [SHORT[r["system"]].split(" ")[0] for r in rows
+                   if r["sentences"] < rows[0]["sentences"]]
+        first = (f" ({' and '.join(limited)}: the first {args.minilm_sentences:,})"
+                 if limited and args.minilm_sentences else "")
+        draw_chart(rows, args.chart, f"{rows[0]['sentences']:,} Gutenberg sentences{first}; "
+                   f"{os.cpu_count()} CPUs, {args.threads} thread per system, load average "
+                   f"{min(r['load'] for r in rows):.1f}-{max(r['load'] for r in rows):.1f}")
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine, "rows": rows}, indent=2))
+        args.json.write_text(json.dumps({"machine": machine, "rows": rows, "bm25_ndcg10": bm25,
+                                         "txtai_quality": txtai}, indent=2))
+
+
+def own_peak_rss() -> int:
+    """This process's peak RSS in bytes since its exec (VmHWM). getrusage's ru_maxrss is not
+    that: Linux carries the parent's RSS over fork and exec into it, so a child of a parent
+    holding 1 GB reports at least 1 GB whatever it does."""
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return 1024 * int(line.split()[1])
+    import resource
+
+    return 1024 * resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # not Linux
 
 
 def child(argv: list[str]) -> None:
@@ -340,8 +469,8 @@ def child(argv: list[str]) -> None:
     else:
         out, queries = argv[3:]
         answer = child_queries(system, Path(out), read_lines(Path(queries)), model)
-    answer["peak_rss"] = 1024 * max(resource.getrusage(who).ru_maxrss  # helpers' too, if any
-                                    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    answer["peak_rss"] = max(own_peak_rss(),  # and helpers', if any
+                             1024 * resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     print(json.dumps(answer))
 
 
@@ -361,6 +490,11 @@ def main() -> None:
     ap.add_argument("--relevance", type=Path, default=None,
                     help="JSON of `qtsearch bench relevance --json` holding the systems "
                          f"{', '.join(RELEVANCE_SYSTEMS.values())} (default: run it)")
+    ap.add_argument("--retrieval", type=Path, default=None,
+                    help="JSON of `qtsearch bench retrieval SCIFACT --split train --json` "
+                         "holding those systems and BM25 (default: run it)")
+    ap.add_argument("--txtai-quality", type=Path, default=None,
+                    help="JSON of benchmarks/txtai_quality.py (default: run it)")
     ap.add_argument("--relevance-out", type=Path, default=None,
                     help="keep the JSON of the relevance run made here")
     ap.add_argument("--chart", type=Path, default=None, help="draw the chart to this PNG")
