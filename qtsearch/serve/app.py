@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hmac
 import json
 import os
 from collections.abc import AsyncIterator
@@ -38,7 +37,7 @@ from qtsearch.query.answers import (
 from qtsearch.query.filters import parse_where
 from qtsearch.query.rerank import RERANK_DEPTH, Reranker
 from qtsearch.query.search import Index
-from qtsearch.serve.guards import Guards
+from qtsearch.serve.guards import Guards, check_token
 from qtsearch.serve.limits import BodyLimit, HTTPError, Limits, error_body, status_of
 from qtsearch.serve.served import ServedIndex
 
@@ -117,6 +116,16 @@ class AddBody(BaseModel):
                                             "--format`.")
     allow_duplicates: bool = Field(False, description="Add the text even when the index "
                                                       "already holds the same text (sha256).")
+    upsert: bool = Field(False, description="A record whose id the index holds replaces its "
+                                            "old passages (`qtsearch add --upsert`).")
+
+
+class DeleteBody(BaseModel):
+    doc_ids: list[str] = Field([], description="Records whose rows go (the doc_id column).")
+    where: dict[str, str | int] | list[str] | str | None = Field(
+        None, description='Rows matching these filters go: {"source": "notes.txt"}, '
+                          '["source=notes.txt", "doc=3"] or "source=notes.txt". With doc_ids, '
+                          "both must hold.")
 
 
 def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAPIOffline:
@@ -241,14 +250,22 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
 
     def authorised(request: Request) -> None:
         """Checked before the body is validated: without the token, nothing about it is said."""
-        _authorise(request, token)
+        check_token(request.headers.get("authorization", ""), token, request.url.path)
 
     @app.post("/add", dependencies=[Depends(authorised)])
     def add(body: AddBody) -> JSONResponse:
         """Append text to the index as `qtsearch add` does (on a copy swapped in whole):
         needs `Authorization: Bearer TOKEN`, the token in the server's --token-file."""
         return JSONResponse(served.add(body.text, body.source, body.split_sentences,
-                                       body.format, body.allow_duplicates))
+                                       body.format, body.allow_duplicates, body.upsert))
+
+    @app.post("/delete", dependencies=[Depends(authorised)])
+    def delete(body: DeleteBody) -> JSONResponse:
+        """Delete rows as `qtsearch delete` does, by record id and/or filter (on a copy
+        swapped in whole): needs the token of POST /add. Answers {deleted, count, …}."""
+        where = [body.where] if isinstance(body.where, str) else body.where
+        return JSONResponse(served.delete(
+            body.doc_ids, where if isinstance(where, dict) else parse_where(where)))
 
     return app
 
@@ -275,17 +292,6 @@ def _as_id(q: str | int) -> int:
         return int(q)
     except ValueError:
         raise UsageError(f"ids: {q!r} is not a sentence id") from None
-
-
-def _authorise(request: Request, token: str | None) -> None:
-    if token is None:
-        raise HTTPError(403, "adding is disabled: start the server with --token-file FILE")
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not given.strip():
-        raise HTTPError(401, "POST /add needs the header 'Authorization: Bearer TOKEN'",
-                        {"WWW-Authenticate": "Bearer"})
-    if not hmac.compare_digest(given.strip().encode(), token.encode()):
-        raise HTTPError(403, "wrong token")
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
