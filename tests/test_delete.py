@@ -137,20 +137,23 @@ def test_delete_where_and_the_files_it_empties(base, copy, records, tmp_path, ca
 
 @pytest.mark.slow
 def test_a_graph_index_deletes_and_upserts(records, tmp_path, capsys):
-    """HNSW cannot remove nodes: its graph is rebuilt from the stored vectors, fold and all."""
-    corpus = write_jsonl(tmp_path / "corpus.jsonl", records[:N_DOCS])
+    """HNSW cannot remove nodes: its graph is rebuilt from the stored vectors, fold and all
+    (a record stored twice under two ids: its passages share their graph nodes)."""
+    twin = {**records[10], "_id": "twin-of-10"}
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [*records[:N_DOCS], twin])
     out = tmp_path / "graph"
     build_index(IndexConfig(corpus=[str(corpus)], out=str(out), index="hnsw"), progress=False)
     before = rows(out)
     with Index.open(out, device="cpu") as idx:
-        assert idx.backend.fold is not None  # scifact repeats no vector: one node per row
+        assert idx.backend.fold.nodes < idx.backend.fold.rows == len(before)
         old = idx.backend.reconstruct(np.arange(len(before)))
     code, _, err = run(capsys, "delete", str(out), "--doc-id", records[2]["_id"])
     assert code == 0, err
     kept = np.array([r[6] != records[2]["_id"] for r in before])
     assert rows(out) == [r for r, k in zip(before, kept) if k]
     with Index.open(out, device="cpu") as idx:
-        assert idx.backend.ntotal == idx.backend.fold.rows == kept.sum()
+        fold = idx.backend.fold
+        assert idx.backend.ntotal == fold.rows == kept.sum() and fold.nodes < fold.rows
         np.testing.assert_array_equal(idx.backend.reconstruct(np.arange(kept.sum())), old[kept])
     assert records[2]["_id"] not in found_docs(out, records[2]["title"], "semantic")
     checked(capsys, out)

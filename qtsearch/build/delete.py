@@ -173,7 +173,10 @@ def compact(source: Path, work: Path, keep: np.ndarray) -> int:
         store.fts_create()
         store.fts_fill(0)
         store.checkpoint()
-        bm25.write_for(work, db)  # every term's statistics change: written anew
+        if bm25.exists(source):  # the copy's files, filtered (exact, no text read again)
+            bm25.keep_rows(work, keep)
+        else:  # an index built before them gets them here
+            bm25.write_for(work, db)
         if (work / PARQUET_FILE).exists():
             store.to_parquet(work / PARQUET_FILE)
     return n
