@@ -184,7 +184,7 @@ def test_what_delete_refuses_and_what_it_leaves_alone(copy, records, tmp_path, c
             (["--where", "colour=red"], 2, "cannot filter on 'colour'"),
             (["--where", "doc=x"], 2, "doc is a whole number"),
             (["--where", "nonsense"], 2, "expected COLUMN=VALUE"),
-            ([], 2, "say which rows: --doc-id ID"),
+            ([], 2, "say which rows: record ids (--doc-id ID"),
             (["--where", "source=corpus.jsonl"], 2,
              "matches all 442 rows; an index cannot be empty")):
         code, _, err = run(capsys, "delete", str(copy), *argv)
@@ -333,3 +333,22 @@ def test_compaction_keeps_every_code_of_the_rows_kept(key, base, tmp_path):
         got = {int(i): s for s, i in zip(s_new[q], i_new[q]) if i >= 0}
         assert got.keys() == want.keys()
         np.testing.assert_allclose([got[i] for i in want], list(want.values()), atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_upsert_may_replace_every_record(kind, records, tmp_path, capsys):
+    """Only `delete` refuses to empty an index: an upsert of every record passes through an
+    empty index inside its one write, and ends whole."""
+    old = write_jsonl(tmp_path / "old.jsonl", records[:3])
+    build_index(IndexConfig(corpus=[str(old)], out=str(tmp_path / "idx"), index=kind),
+                progress=False)
+    new = write_jsonl(tmp_path / "new.jsonl", [{**r, "title": d["title"], "text": d["text"]}
+                                               for r, d in zip(records[:3], records[3:6])])
+    code, out, err = run(capsys, "add", str(tmp_path / "idx"), str(new), "--upsert", "-q")
+    assert code == 0, err
+    got = rows(tmp_path / "idx")
+    assert {r[6] for r in got} == {r["_id"] for r in records[:3]}
+    assert all(r[1] == str(new) for r in got)
+    checked(capsys, tmp_path / "idx")
+    assert [c["path"] for c in json.loads(
+        (tmp_path / "idx" / "manifest.json").read_text())["corpus"]] == [str(new)]

@@ -137,11 +137,12 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
     transform = VectorTransform.load(folder)  # the index holds vectors fitted at build time
     read_options = {"split": split_sentences, "fmt": input_format,
                     **manifest_read_options(manifest)}
-    replaced = _replaced_rows(folder, files, read_options) if upsert else None
+    keep = _rows_kept(folder, files, read_options) if upsert else None
+    replaced = 0 if keep is None else int((~keep).sum())
     corpus_before = manifest["corpus"]
     with working_copy(folder) as work:
-        if replaced is not None and len(replaced):  # the old passages go first (build.delete)
-            compact(folder, work, keep_mask(int(manifest["count"]), replaced))
+        if keep is not None and replaced:  # the old passages go first (build.delete)
+            compact(folder, work, keep)
             corpus_before = held_files(work, corpus_before)
         index = FaissBuilder.reopen(work / INDEX_FILE)
         start = index.ntotal
@@ -168,23 +169,24 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
                 store.to_parquet(work / PARQUET_FILE)
         index.write(work / INDEX_FILE)
         added = {"count": n - start, "seconds": round(time.perf_counter() - t0, 3), "at": now(),
-                 **({"replaced": len(replaced)} if replaced is not None else {})}
+                 **({"replaced": replaced} if upsert else {})}
         write_manifest(work, compose_manifest(
             manifest, count=n, corpus=corpus_before + sums,
             added=[*manifest.get("added", []), added], fts=True))
     swap_in(work, folder)
     return AddResult(folder, n - start, n, time.perf_counter() - t0, list(skipped.values()),
-                     0 if replaced is None else len(replaced))
+                     replaced)
 
 
-def _replaced_rows(folder: Path, files: list[Path], read_options: dict[str, Any]) -> np.ndarray:
-    """The rows of `folder` whose record id (doc_id) the new `files` hold again: what an
-    upsert deletes. The files are read once more for their ids (cheap beside embedding)."""
+def _rows_kept(folder: Path, files: list[Path], read_options: dict[str, Any]) -> np.ndarray:
+    """A mask over the rows of `folder`: false where the row's record id (doc_id) is one the
+    new `files` hold again, the rows an upsert deletes. The files are read once more for
+    their ids (cheap beside embedding them)."""
     ids = list(dict.fromkeys(s.doc_id for s in read_sentences([str(f) for f in files],
                                                               **read_options) if s.doc_id))
-    whole_count(folder)  # rows and vectors agree, or the ids could not be matched to vectors
+    total = whole_count(folder)  # rows and vectors agree, or rows could not meet vectors
     with MetadataStore.open(folder / META_FILE) as store:
-        return matching_rows(store, ids)
+        return keep_mask(total, matching_rows(store, ids))
 
 
 def manifest_read_options(manifest: dict[str, Any]) -> dict[str, Any]:

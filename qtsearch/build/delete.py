@@ -67,8 +67,8 @@ def delete_from_index(index_dir: str | os.PathLike, doc_ids: Sequence[str] = (),
     matched: UsageError, since an index cannot be empty (build a new one instead)."""
     folder = Path(index_dir)
     if not doc_ids and not where:
-        raise UsageError("delete: say which rows: --doc-id ID (repeatable) or --where "
-                         "COLUMN=VALUE")
+        raise UsageError("delete: say which rows: record ids (--doc-id ID; doc_ids over "
+                         "HTTP) or a filter (--where COLUMN=VALUE)")
     read_manifest(folder)  # a missing or broken index fails here, before any lock file
     with writer_lock(folder, wait=wait, on_wait=on_note):
         return _delete(folder, list(dict.fromkeys(doc_ids)), where)
