@@ -347,6 +347,7 @@ def test_upsert_may_replace_every_record(kind, records, tmp_path, capsys):
     code, out, err = run(capsys, "add", str(tmp_path / "idx"), str(new), "--upsert", "-q")
     assert code == 0, err
     got = rows(tmp_path / "idx")
+    assert f"added {len(got)} sentences (replacing " in out
     assert {r[6] for r in got} == {r["_id"] for r in records[:3]}
     assert all(r[1] == str(new) for r in got)
     checked(capsys, tmp_path / "idx")
