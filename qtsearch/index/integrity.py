@@ -101,12 +101,16 @@ def verify(folder: str | os.PathLike, manifest: dict[str, Any]) -> list[str]:
 
 
 def counts(folder: Path) -> dict[str, int | None]:
-    """Vectors in the faiss index, rows and full-text rows in SQLite (None: no such table)."""
+    """Vectors in the faiss index, rows and full-text rows in SQLite (None: no such table).
+    A graph that holds each distinct vector once counts the rows its fold maps onto them."""
     from qtsearch.index.faiss_backend import open_faiss_index
+    from qtsearch.index.fold import Fold
     from qtsearch.index.names import INDEX_FILE, META_FILE
     from qtsearch.index.store import FTS_TABLE, MetadataStore
 
-    vectors = int(open_faiss_index(folder / INDEX_FILE, mmap=True).ntotal)
+    nodes = int(open_faiss_index(folder / INDEX_FILE, mmap=True).ntotal)
+    fold = Fold.load(folder, nodes)
+    vectors = nodes if fold is None else fold.rows
     with MetadataStore.open(folder / META_FILE) as store:
         rows = store.count()
         fts = None

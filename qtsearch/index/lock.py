@@ -220,6 +220,7 @@ def swap_in(new: Path, out: Path) -> None:
     never a mix, and after a kill at any point `out` holds one of them (or `restore` brings
     the old one back). The old one is deleted only after the new one is in place."""
     _fsync_dir(new)
+    _hook("before-swap")
     if not out.exists():
         os.replace(new, out)
         _fsync_dir(out.parent)

@@ -334,6 +334,16 @@ class MetadataStore:
                                         tuple(params)).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
+    def distinct(self, column: str, clause: str = "", params: Sequence[Any] = ()) -> list[Any]:
+        """The distinct values of `column` among the rows matching `clause` (as in
+        `ids_where`; empty: every row), NULL left out."""
+        if column not in self.fields:
+            raise ValueError(f"no column {column!r}")
+        sql = (f'SELECT DISTINCT "{column}" FROM sentences WHERE "{column}" IS NOT NULL'
+               + (f" AND ({clause})" if clause else ""))
+        with self._connect() as conn:
+            return [r[0] for r in conn.exec_driver_sql(sql, tuple(params))]
+
     def term_rows(self, term: str, cap: int) -> int:
         """How many rows hold `term`, counted up to `cap`: a bounded-cost test of whether a
         word is too frequent to search (fts5vocab counts a whole doclist: 30 ms for "the"

@@ -3,27 +3,28 @@ that replaces the index only when complete."""
 
 from __future__ import annotations
 
-import errno
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qtsearch.core.errors import IndexError_, Interrupted, ModelError, OutputError
+import numpy as np
+
+from qtsearch.core.errors import IndexError_, ModelError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.corpus_words import with_corpus_words
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.index import bm25
 from qtsearch.index.faiss_backend import FaissBuilder
-from qtsearch.index.folder import file_checksum, swap_in
+from qtsearch.index.folder import file_checksum, swap_in, working_copy
 from qtsearch.index.lock import writer_lock
 from qtsearch.index.manifest import compose_manifest, now, read_manifest, write_manifest
 from qtsearch.index.names import INDEX_FILE, META_FILE, PARQUET_FILE
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
+from qtsearch.indexing.delete import compact, held_files, keep_mask, matching_rows, whole_count
 from qtsearch.text.reader import (
     ARTICLE_FIELDS,
     Sentence,
@@ -41,6 +42,7 @@ class AddResult:
     count: int
     seconds: float
     skipped: list[str] = field(default_factory=list)  # one note per file skipped as a duplicate
+    replaced: int = 0  # rows of records the added ones replaced (upsert)
 
 
 def split_option(manifest: dict[str, Any], split_sentences: bool | None) -> tuple[bool, str]:
@@ -62,18 +64,22 @@ def add_to_index(index_dir: str | os.PathLike, corpus: list[str],
                  batch_size: int = 512, chunk: int = 50_000, reporter: Reporter | None = None,
                  input_format: str = "auto", wait: float | None = 0.0,
                  allow_duplicates: bool = False,
-                 on_note: Callable[[str], None] | None = None) -> AddResult:
+                 on_note: Callable[[str], None] | None = None,
+                 upsert: bool = False) -> AddResult:
     """Append the sentences of `corpus` to an existing index (see `_add`), holding the index's
     writer lock (qtsearch.index.lock; `wait` as its `wait`, `on_note` told whom it waits for)
     so that no other build or add of the folder runs meanwhile.
 
     A file whose sha256 the manifest already records (added or indexed before), or that is
-    given twice, is skipped with a note in `AddResult.skipped` unless `allow_duplicates`."""
+    given twice, is skipped with a note in `AddResult.skipped` unless `allow_duplicates`.
+    `upsert`: the rows of every record whose id (doc_id) the new files hold are deleted in
+    the same write (`AddResult.replaced` counts them), so a record's new passages replace
+    its old ones."""
     folder = Path(index_dir)
     read_manifest(folder)  # a missing or broken index fails here, before any lock file
     with writer_lock(folder, wait=wait, on_wait=on_note):
         return _add(folder, corpus, split_sentences, device, batch_size, chunk, reporter,
-                    input_format, allow_duplicates)
+                    input_format, allow_duplicates, upsert)
 
 
 def duplicates(manifest: dict[str, Any], sums: list[dict[str, Any]]) -> dict[int, str]:
@@ -93,7 +99,7 @@ def duplicates(manifest: dict[str, Any], sums: list[dict[str, Any]]) -> dict[int
 
 def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: str,
          batch_size: int, chunk: int, reporter: Reporter | None, input_format: str,
-         allow_duplicates: bool) -> AddResult:
+         allow_duplicates: bool, upsert: bool = False) -> AddResult:
     """Append the sentences of `corpus` to an existing index with the index's own model.
 
     `split_sentences` None: as the index was built (its manifest); `input_format` as in
@@ -122,15 +128,15 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
                          f"{manifest['model']['fingerprint']}); rebuild the index")
     encoder = with_corpus_words(encoder, folder)  # as the build and the queries encode
     transform = VectorTransform.load(folder)  # the index holds vectors fitted at build time
-    work = folder.with_name(folder.name + ".adding")
-    if work.exists():
-        shutil.rmtree(work)
-    try:
-        shutil.copytree(folder, work)
-    except OSError as e:  # shutil.Error (a list of failed files) or a plain OSError
-        shutil.rmtree(work, ignore_errors=True)
-        raise copy_failure(work, e) from None
-    try:
+    read_options = {"split": split_sentences, "fmt": input_format,
+                    **manifest_read_options(manifest)}
+    keep = _rows_kept(folder, files, read_options) if upsert else None
+    replaced = 0 if keep is None else int((~keep).sum())
+    corpus_before = manifest["corpus"]
+    with working_copy(folder) as work:
+        if keep is not None and replaced:  # the old passages go first (build.delete)
+            compact(folder, work, keep)
+            corpus_before = held_files(work, corpus_before)
         index = FaissBuilder.reopen(work / INDEX_FILE)
         start = index.ntotal
         with MetadataStore.open(work / META_FILE, readonly=False) as store:
@@ -139,8 +145,7 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
                                   f"{store.count():,} rows; rebuild the index")
             first_doc = store.max_doc() + 1
             n = start
-            sentences = read_sentences([str(f) for f in files], split=split_sentences,
-                                       fmt=input_format, **manifest_read_options(manifest))
+            sentences = read_sentences([str(f) for f in files], **read_options)
             with reporter or Reporter() as bars, bars.stage("add", None, "sentences") as adv:
                 for batch in _chunks(sentences, chunk):
                     vectors = encoder.encode([b.text for b in batch], batch_size,
@@ -156,17 +161,25 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
             if (work / PARQUET_FILE).exists():
                 store.to_parquet(work / PARQUET_FILE)
         index.write(work / INDEX_FILE)
-        added = {"count": n - start, "seconds": round(time.perf_counter() - t0, 3), "at": now()}
+        added = {"count": n - start, "seconds": round(time.perf_counter() - t0, 3), "at": now(),
+                 **({"replaced": replaced} if upsert else {})}
         write_manifest(work, compose_manifest(
-            manifest, count=n, corpus=manifest["corpus"] + sums,
+            manifest, count=n, corpus=corpus_before + sums,
             added=[*manifest.get("added", []), added], fts=True))
-    except BaseException as e:
-        shutil.rmtree(work, ignore_errors=True)
-        if isinstance(e, KeyboardInterrupt):
-            raise Interrupted(f"interrupted; {folder} is unchanged") from None
-        raise
     swap_in(work, folder)
-    return AddResult(folder, n - start, n, time.perf_counter() - t0, list(skipped.values()))
+    return AddResult(folder, n - start, n, time.perf_counter() - t0, list(skipped.values()),
+                     replaced)
+
+
+def _rows_kept(folder: Path, files: list[Path], read_options: dict[str, Any]) -> np.ndarray:
+    """A mask over the rows of `folder`: false where the row's record id (doc_id) is one the
+    new `files` hold again, the rows an upsert deletes. The files are read once more for
+    their ids (cheap beside embedding them)."""
+    ids = list(dict.fromkeys(s.doc_id for s in read_sentences([str(f) for f in files],
+                                                              **read_options) if s.doc_id))
+    total = whole_count(folder)  # rows and vectors agree, or rows could not meet vectors
+    with MetadataStore.open(folder / META_FILE) as store:
+        return keep_mask(total, matching_rows(store, ids))
 
 
 def manifest_read_options(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -176,17 +189,6 @@ def manifest_read_options(manifest: dict[str, Any]) -> dict[str, Any]:
     return {"docs": manifest.get("docs", "file"),
             "passage_words": manifest.get("passage_words", PASSAGE_WORDS),
             "fields": RecordFields(*fields)}
-
-
-def copy_failure(work: Path, error: OSError) -> OutputError:
-    """Why the working copy could not be made, in one line (the disk is full, most often)."""
-    first = error.args[0][0] if isinstance(error, shutil.Error) and error.args and \
-        isinstance(error.args[0], list) and error.args[0] else None
-    why = str(first[2]) if first else (error.strerror or str(error))
-    if "No space left" in why or getattr(error, "errno", None) == errno.ENOSPC:
-        why = "no space left on the device"
-    return OutputError(f"{work}: cannot make the working copy of the index ({why}); the index "
-                       "is unchanged")
 
 
 def fill_fts(store: MetadataStore, first_id: int) -> int:

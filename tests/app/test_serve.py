@@ -151,6 +151,7 @@ def test_health(client, api):
     (("GET", "/nowhere", {}), 404, "no such endpoint: GET /nowhere"),
     (("DELETE", "/search", {}), 405, "DELETE is not allowed on /search"),
     (("POST", "/add", {}), 403, "adding is disabled"),
+    (("POST", "/delete", {}), 403, "deleting is disabled"),
 ])
 def test_errors_are_one_json_line_with_a_status(client, request_, status, message):
     method, path, params = request_
@@ -200,7 +201,8 @@ def test_page_and_docs_work_offline(client):
     assert urls and all(u.startswith("/") for u in urls), urls
     assert all(client.get(u).status_code == 200 for u in urls)
     paths = client.get("/openapi.json").json()["paths"]
-    assert set(paths) == {"/search", "/analogy", "/sentences/{id}", "/info", "/health", "/add"}
+    assert set(paths) == {"/search", "/analogy", "/sentences/{id}", "/info", "/health", "/add",
+                          "/delete"}
 
 
 def test_an_index_without_full_text_answers_409_for_words(flat, tmp_path):

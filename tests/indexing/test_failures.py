@@ -1,8 +1,8 @@
 """Failures told in one line with the documented exit code, on real indexes: a disk that fills
 up while SQLite writes (exit 6, naming the file), damaged SQLite pages (exit 5; the server
-answers 500 with the same message), POST /add on an index the server cannot write (409 with
-the reason), a model whose metrics.jsonl is not UTF-8 (`info` works, one warning), SIGTERM
-(the same message and resume path as Ctrl-C).
+answers 500 with the same message), POST /add or /delete on an index the server cannot write
+(409 with the reason), a model whose metrics.jsonl is not UTF-8 (`info` works, one warning),
+SIGTERM (the same message and resume path as Ctrl-C).
 
 The full disk is a real tmpfs and the read-only index a real read-only bind mount, each in a
 private mount namespace (`unshare -m`) so nothing outside the test sees them; where the
@@ -160,11 +160,13 @@ def test_add_on_a_read_only_index_is_409_with_the_reason(flat, tmp_path):
             except httpx.TransportError:
                 assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
                 time.sleep(0.2)
-        r = httpx.post(f"{url}/add", json={"text": "A sentence to add.\n"},
-                       headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120)
-        assert r.status_code == 409, r.text
-        assert r.json()["error"] == (f"{index}: cannot write beside this index (Read-only file "
-                                     "system): it is read-only here")
+        for path, body in (("/add", {"text": "A sentence to add.\n"}),
+                           ("/delete", {"where": "doc=0"})):
+            r = httpx.post(f"{url}{path}", json=body,
+                           headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120)
+            assert r.status_code == 409, r.text
+            assert r.json()["error"] == (f"{index}: cannot write beside this index (Read-only "
+                                         "file system): it is read-only here")
         assert httpx.get(f"{url}/search", params={"q": "Emma"}, timeout=60).status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)

@@ -8,7 +8,7 @@ import typer
 
 #: Command modules in the order they appear in `qtsearch --help`.
 MODULES = ("demo", "train", "train_nli", "train_pairs", "train_multitask", "adapt", "info",
-           "index", "check", "query", "serve", "evaluate", "bench")
+           "index", "delete", "check", "query", "serve", "evaluate", "bench")
 
 
 def register_all(app: typer.Typer) -> None:

@@ -186,6 +186,10 @@ def add_cmd(
     allow_duplicates: bool = typer.Option(
         False, "--allow-duplicates", help="Add a file even when the index already holds it "
         "(same sha256; by default it is skipped with a note)."),
+    upsert: bool = typer.Option(
+        False, "--upsert", help="A record whose id the index already holds replaces it: its "
+        "old passages are deleted in the same write (records and articles; text without ids "
+        "is appended)."),
     wait: bool = typer.Option(
         False, "--wait", help="When another build or add is writing this index, wait for it "
         "(default: exit 7 at once, naming it)."),
@@ -201,13 +205,15 @@ def add_cmd(
                           device=device, batch_size=batch_size,
                           reporter=RichReporter(not quiet, err), input_format=input_format,
                           wait=None if wait else 0.0, allow_duplicates=allow_duplicates,
-                          on_note=lambda line: err.print(line, highlight=False, soft_wrap=True))
+                          on_note=lambda line: err.print(line, highlight=False, soft_wrap=True),
+                          upsert=upsert)
     # after the work, so that a failing add still ends in exactly one error line
     err.print(how, highlight=False, soft_wrap=True)  # one line, however narrow the terminal
     for note in result.skipped:
         err.print(note, highlight=False, soft_wrap=True)
-    out.print(f"added {result.added:,} sentences in {result.seconds:,.1f} s → {result.path} "
-              f"now holds {result.count:,}")
+    replaced = f" (replacing {result.replaced:,})" if upsert else ""
+    out.print(f"added {result.added:,} sentences{replaced} in {result.seconds:,.1f} s → "
+              f"{result.path} now holds {result.count:,}")
 
 
 def export_cmd(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hmac
 import json
 import os
 from collections.abc import AsyncIterator
@@ -25,7 +24,7 @@ from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
-from qtsearch.app.serve.guards import Guards
+from qtsearch.app.serve.guards import Guards, check_token
 from qtsearch.app.serve.limits import BodyLimit, HTTPError, Limits, error_body, status_of
 from qtsearch.app.serve.served import ServedIndex
 from qtsearch.core.errors import InputError, QTSearchError, UsageError
@@ -118,6 +117,16 @@ class AddBody(BaseModel):
                                             "--format`.")
     allow_duplicates: bool = Field(False, description="Add the text even when the index "
                                                       "already holds the same text (sha256).")
+    upsert: bool = Field(False, description="A record whose id the index holds replaces its "
+                                            "old passages (`qtsearch add --upsert`).")
+
+
+class DeleteBody(BaseModel):
+    doc_ids: list[str] = Field([], description="Records whose rows go (the doc_id column).")
+    where: dict[str, str | int] | list[str] | str | None = Field(
+        None, description='Rows matching these filters go: {"source": "notes.txt"}, '
+                          '["source=notes.txt", "doc=3"] or "source=notes.txt". With doc_ids, '
+                          "both must hold.")
 
 
 def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAPIOffline:
@@ -242,14 +251,22 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
 
     def authorised(request: Request) -> None:
         """Checked before the body is validated: without the token, nothing about it is said."""
-        _authorise(request, token)
+        check_token(request.headers.get("authorization", ""), token, request.url.path)
 
     @app.post("/add", dependencies=[Depends(authorised)])
     def add(body: AddBody) -> JSONResponse:
         """Append text to the index as `qtsearch add` does (on a copy swapped in whole):
         needs `Authorization: Bearer TOKEN`, the token in the server's --token-file."""
         return JSONResponse(served.add(body.text, body.source, body.split_sentences,
-                                       body.format, body.allow_duplicates))
+                                       body.format, body.allow_duplicates, body.upsert))
+
+    @app.post("/delete", dependencies=[Depends(authorised)])
+    def delete(body: DeleteBody) -> JSONResponse:
+        """Delete rows as `qtsearch delete` does, by record id and/or filter (on a copy
+        swapped in whole): needs the token of POST /add. Answers {deleted, count, …}."""
+        where = [body.where] if isinstance(body.where, str) else body.where
+        return JSONResponse(served.delete(
+            body.doc_ids, where if isinstance(where, dict) else parse_where(where)))
 
     return app
 
@@ -276,17 +293,6 @@ def _as_id(q: str | int) -> int:
         return int(q)
     except ValueError:
         raise UsageError(f"ids: {q!r} is not a sentence id") from None
-
-
-def _authorise(request: Request, token: str | None) -> None:
-    if token is None:
-        raise HTTPError(403, "adding is disabled: start the server with --token-file FILE")
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not given.strip():
-        raise HTTPError(401, "POST /add needs the header 'Authorization: Bearer TOKEN'",
-                        {"WWW-Authenticate": "Bearer"})
-    if not hmac.compare_digest(given.strip().encode(), token.encode()):
-        raise HTTPError(403, "wrong token")
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:

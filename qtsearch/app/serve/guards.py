@@ -6,8 +6,8 @@
   the server listens on, or a name given with `--allow-host` is refused (400): a web page
   whose DNS name is re-bound to 127.0.0.1 cannot read the API from a browser.
 - **HEAD** is answered wherever GET is, with GET's status and headers and no body.
-- **The token before the body.** POST /add without the right bearer token is refused before
-  a byte of its (up to 16 MB) body is read.
+- **The token before the body.** POST /add or /delete without the right bearer token is
+  refused before a byte of its (up to 16 MB) body is read.
 - **Bounded concurrency.** Beyond `max_concurrent` requests in progress, a request is answered
   503 at once, with Retry-After, instead of queueing behind them (the queue is what pushed
   tail latency to seconds): clients back off, the server's memory stays bounded.
@@ -81,13 +81,20 @@ def _is_ip(text: str) -> bool:
     return True
 
 
-def check_token(authorization: str, token: str | None) -> None:
-    """POST /add's bearer token; HTTPError (401/403) when missing or wrong."""
+#: The endpoints that change the index, each behind the bearer token: what it is called when
+#: the server has none.
+WRITERS = {"/add": "adding", "/delete": "deleting"}
+
+
+def check_token(authorization: str, token: str | None, path: str = "/add") -> None:
+    """The bearer token of a writing endpoint (WRITERS); HTTPError (401/403) when missing or
+    wrong."""
     if token is None:
-        raise HTTPError(403, "adding is disabled: start the server with --token-file FILE")
+        raise HTTPError(403, f"{WRITERS.get(path, 'writing')} is disabled: start the server "
+                             "with --token-file FILE")
     scheme, _, given = authorization.partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
-        raise HTTPError(401, "POST /add needs the header 'Authorization: Bearer TOKEN'",
+        raise HTTPError(401, f"POST {path} needs the header 'Authorization: Bearer TOKEN'",
                         {"WWW-Authenticate": "Bearer"})
     if not hmac.compare_digest(given.strip().encode(), token.encode()):
         raise HTTPError(403, "wrong token")
@@ -136,9 +143,9 @@ class Guards:
         if head:  # answered as GET, without the body
             scope = {**scope, "method": "GET"}
             send = _without_body(send)
-        if scope["method"] == "POST" and scope["path"] == "/add":
+        if scope["method"] == "POST" and scope["path"] in WRITERS:
             try:
-                check_token(headers.get("authorization", ""), self.token)
+                check_token(headers.get("authorization", ""), self.token, scope["path"])
             except HTTPError as e:
                 await send_error(send, e.status, str(e), e.headers)
                 return

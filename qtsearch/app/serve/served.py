@@ -30,6 +30,7 @@ from qtsearch.encoders.neural import Encoder
 from qtsearch.index.manifest import read_manifest
 from qtsearch.index.names import MANIFEST
 from qtsearch.indexing.append import add_to_index, split_option
+from qtsearch.indexing.delete import delete_from_index
 from qtsearch.search.engine import Index
 
 log = logging.getLogger("qtsearch")
@@ -37,7 +38,7 @@ log = logging.getLogger("qtsearch")
 _SOURCE = re.compile(r"[\w.-]{1,100}")
 
 Stamp = tuple[int, int, int, int]
-#: How long POST /add waits for another writer of the index before answering 503.
+#: How long POST /add and /delete wait for another writer of the index before answering 503.
 ADD_WAIT_SECONDS = 30.0
 
 
@@ -119,7 +120,8 @@ class ServedIndex:
             self._reopening.release()
 
     def add(self, text: str, source: str = "posted.txt", split_sentences: bool | None = None,
-            input_format: str = "auto", allow_duplicates: bool = False) -> dict[str, Any]:
+            input_format: str = "auto", allow_duplicates: bool = False,
+            upsert: bool = False) -> dict[str, Any]:
         """Append `text` (as a file would hold it) exactly as `qtsearch add` appends a file:
         the text is written to a temporary file named `source`, which add_to_index reads.
         Returns {path, added, count, seconds, note}, `note` saying how the text was split;
@@ -137,11 +139,24 @@ class ServedIndex:
             result = add_to_index(self.path, [str(posted)], split_sentences=split,
                                   device=self.device,
                                   input_format=input_format, wait=ADD_WAIT_SECONDS,
-                                  allow_duplicates=allow_duplicates)
+                                  allow_duplicates=allow_duplicates, upsert=upsert)
             self.refresh(wait=True)
         note = "; ".join([how, *(n.replace(str(posted), source) for n in result.skipped)])
         return {"path": str(result.path), "added": result.added, "count": result.count,
+                **({"replaced": result.replaced} if upsert else {}),
                 "seconds": round(result.seconds, 3), "note": note}
+
+    def delete(self, doc_ids: list[str], where: dict[str, str | int] | None) -> dict[str, Any]:
+        """Delete rows exactly as `qtsearch delete` does (the filter checked against the
+        served index's columns); {path, deleted, count, seconds, note}, the rows gone from
+        every search when it returns."""
+        with self.use() as idx:
+            condition = idx.filter_for(where) if where else None
+        with self._adding:  # writers of this process one at a time, as for add
+            result = delete_from_index(self.path, doc_ids, condition, wait=ADD_WAIT_SECONDS)
+            self.refresh(wait=True)
+        return {"path": str(result.path), "deleted": result.deleted, "count": result.count,
+                "seconds": round(result.seconds, 3), "note": result.note}
 
     def close(self) -> None:
         with self._lock:
