@@ -44,7 +44,7 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
 def base(records: list[dict], tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("base")
     corpus = write_jsonl(folder / "corpus.jsonl", records[:N_DOCS])
-    build_index(IndexConfig(corpus=[str(corpus)], out=str(folder / "scifact")), progress=False)
+    build_index(IndexConfig(corpus=[str(corpus)], out=str(folder / "scifact")))
     return folder / "scifact"
 
 
@@ -106,7 +106,7 @@ def test_delete_by_doc_id_removes_exactly_those_rows(base, copy, records, tmp_pa
     # BM25 after a delete is BM25 over the rows left: as in an index built without them
     corpus = write_jsonl(tmp_path / "rest.jsonl", [r for r in records[:N_DOCS]
                                                    if r not in gone])
-    build_index(IndexConfig(corpus=[str(corpus)], out=str(tmp_path / "rest")), progress=False)
+    build_index(IndexConfig(corpus=[str(corpus)], out=str(tmp_path / "rest")))
     with Index.open(copy, device="cpu") as a, Index.open(tmp_path / "rest", device="cpu") as b:
         for query in (gone[0]["title"], records[3]["title"], "white matter diffusion"):
             (x,), (y,) = a.search(query, 10, "lexical"), b.search(query, 10, "lexical")
@@ -142,7 +142,7 @@ def test_a_graph_index_deletes_and_upserts(records, tmp_path, capsys):
     twin = {**records[10], "_id": "twin-of-10"}
     corpus = write_jsonl(tmp_path / "corpus.jsonl", [*records[:N_DOCS], twin])
     out = tmp_path / "graph"
-    build_index(IndexConfig(corpus=[str(corpus)], out=str(out), index="hnsw"), progress=False)
+    build_index(IndexConfig(corpus=[str(corpus)], out=str(out), index="hnsw"))
     before = rows(out)
     with Index.open(out, device="cpu") as idx:
         assert idx.backend.fold.nodes < idx.backend.fold.rows == len(before)
@@ -340,8 +340,7 @@ def test_upsert_may_replace_every_record(kind, records, tmp_path, capsys):
     """Only `delete` refuses to empty an index: an upsert of every record passes through an
     empty index inside its one write, and ends whole."""
     old = write_jsonl(tmp_path / "old.jsonl", records[:3])
-    build_index(IndexConfig(corpus=[str(old)], out=str(tmp_path / "idx"), index=kind),
-                progress=False)
+    build_index(IndexConfig(corpus=[str(old)], out=str(tmp_path / "idx"), index=kind))
     new = write_jsonl(tmp_path / "new.jsonl", [{**r, "title": d["title"], "text": d["text"]}
                                                for r, d in zip(records[:3], records[3:6])])
     code, out, err = run(capsys, "add", str(tmp_path / "idx"), str(new), "--upsert", "-q")
