@@ -69,7 +69,13 @@ from qtsearch.training.adapt_corpus import (
     teacher_sample,
     teacher_vectors,
 )
-from qtsearch.training.checkpoint import save_heads, save_state, writable_folder
+from qtsearch.training.checkpoint import (
+    checkpoint_dir,
+    same_run,
+    save_heads,
+    save_state,
+    writable_folder,
+)
 from qtsearch.training.configs import HELD_OUT, AdaptConfig
 from qtsearch.training.distributed import first_rank_only
 from qtsearch.training.loop import Loop, RunResult, Runtime, Task
@@ -347,3 +353,22 @@ def adapt(config: AdaptConfig, resume: bool = False,
     loop.display.note(loop.describe(step, last))
     return AdaptResult(RunResult(loop.out, step, None, last, time.monotonic() - started,
                                  loop.tasks), True)
+
+
+def adapt_once(config: AdaptConfig, reporter: Reporter | None = None) -> AdaptResult:
+    """`build-index --adapt`: the model folder `config.out` adapted to `config.corpus`, made
+    once. A checkpoint there of the same run (same options, same corpus files) is resumed, so a
+    rebuild after a finished adaptation trains no step and one after an interrupted adaptation
+    finishes it; anything else in the folder is replaced by a fresh adaptation."""
+    state = checkpoint_dir(Path(config.out)) / "state.json"
+    resume = False
+    if state.is_file():
+        saved = json.loads(state.read_text())
+        try:
+            same_run(saved["config"], config, saved.get("data", {}),
+                     {"corpus_signature": corpus_signature(config.corpus)})
+            resume = True
+        except UsageError as e:
+            if reporter is not None:
+                reporter.note(f"{config.out}: adapting anew ({e})")
+    return adapt(config, resume=resume, reporter=reporter)

@@ -113,6 +113,32 @@ def test_adapted_model_indexes_and_searches(abstracts: Path, tmp_path: Path) -> 
 
 
 @pytest.mark.slow
+def test_build_index_adapt_adapts_once_and_indexes_with_the_adapted_model(
+        abstracts: Path, tmp_path: Path) -> None:
+    """`build-index --adapt DIR`: adapts into DIR, indexes with it; a rebuild over the same
+    files reuses the finished adaptation (no step trained again, the weights unchanged)."""
+    corpus = tmp_path / "scifact200.jsonl"
+    corpus.write_text("".join(abstracts.read_text().splitlines(keepends=True)[:200]))
+    model, index = tmp_path / "adapted", tmp_path / "index"
+    args = ["build-index", str(corpus), "-o", str(index), "--adapt", str(model), "-q"]
+    first = cli(*args)
+    assert first.returncode == 0, first.stderr
+    assert json.loads((model / "config.json").read_text())["train"]["adapt_documents"] == 200
+    # a fresh run (same seed, same weights) would write its checkpoint anew
+    written = (model / "checkpoint" / "state.json").stat().st_mtime_ns
+    weights = (model / "weights.safetensors").read_bytes()
+    manifest = json.loads((index / "manifest.json").read_text())
+    assert Path(manifest["model"]["path"]).resolve() == model.resolve(), manifest["model"]
+    again = cli(*args, "--overwrite")
+    assert again.returncode == 0, again.stderr
+    assert (model / "checkpoint" / "state.json").stat().st_mtime_ns == written
+    assert (model / "weights.safetensors").read_bytes() == weights
+    title = json.loads(corpus.read_text().splitlines()[7])["title"]
+    found = cli("search", str(index), title, "-k", "3", "--json")
+    assert found.returncode == 0 and title in found.stdout, found.stderr
+
+
+@pytest.mark.slow
 def test_bad_input_is_one_line(tmp_path: Path, tiny_model: Path) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")

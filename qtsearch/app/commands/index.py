@@ -154,11 +154,19 @@ def build_index_cmd(
     wait: bool = typer.Option(
         False, "--wait", help="When another build or add is writing this index, wait for it "
         "(default: exit 7 at once, naming it)."),
+    adapt_to: Path | None = typer.Option(
+        None, "--adapt", help="First adapt the model (--model, or the shipped one) to this "
+        "corpus as `qtsearch adapt` does with its defaults, into this model folder, then index "
+        "with the adapted model. A rerun reuses the folder's finished adaptation (or finishes "
+        "an interrupted one) when the corpus files are unchanged."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
     from qtsearch.indexing.pipeline import IndexConfig
     from qtsearch.indexing.ray_engine import RayOptions, build_on
 
+    reporter = RichReporter(not quiet, err)
+    if adapt_to is not None:
+        model = adapted(corpus, model, adapt_to, split_sentences, reporter)
     config = IndexConfig(
         corpus=[str(p) for p in corpus], model=str(model) if model else None,
         out=str(out_dir) if out_dir else None, index=index, split_sentences=split_sentences,
@@ -167,10 +175,24 @@ def build_index_cmd(
         docs=docs, passage_words=passage_words, id_field=id_field, title_field=title_field,
         text_field=text_field)
     result = build_on(engine, config, RayOptions(address, workers, gpus_per_worker),
-                      reporter=RichReporter(not quiet, err), wait=None if wait else 0.0)
+                      reporter=reporter, wait=None if wait else 0.0)
     if not quiet:
         out.print(summary_table(result.manifest, result.bytes_on_disk, bool(result.resumed)))
     out.print(f"index of {result.manifest['count']:,} sentences → {result.path}")
+
+
+def adapted(corpus: list[Path], base: Path | None, out_dir: Path, split_sentences: bool,
+            reporter: RichReporter) -> Path:
+    """build-index --adapt: the base model adapted to the corpus in `out_dir`."""
+    # torch loads only for a build that adapts
+    from qtsearch.training.adapt import adapt_once
+    from qtsearch.training.configs import AdaptConfig
+
+    result = adapt_once(AdaptConfig(corpus=[str(p) for p in corpus],
+                                    model=str(base) if base else None, out=str(out_dir),
+                                    split_sentences=split_sentences), reporter=reporter)
+    err.print(result.summary(), highlight=False, soft_wrap=True)
+    return out_dir
 
 
 def add_cmd(
