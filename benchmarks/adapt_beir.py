@@ -21,37 +21,27 @@ import time
 from pathlib import Path
 
 from qtsearch.core.errors import InputError
+from qtsearch.evaluation.retrieval import beir
 from qtsearch.indexing.pipeline import IndexConfig, build_index
 from qtsearch.search.engine import Index
 
 
-def read_beir(folder: Path, split: str) -> tuple[list[str], list[str], dict[str, str],
-                                                  dict[str, dict[str, int]]]:
-    """(document ids, "title. text" lines, queries by id, judgments query -> doc -> grade)."""
+def read_corpus(corpus: Path) -> tuple[list[str], list[str]]:
+    """(document ids, "title. text" lines) of a corpus.jsonl.gz."""
     ids, lines = [], []
-    with gzip.open(folder / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
+    with gzip.open(corpus, "rt", encoding="utf-8") as fh:
         for line in fh:
             r = json.loads(line)
             text = " ".join(f"{r.get('title') or ''}. {r.get('text') or ''}".split())
             ids.append(r["_id"])
             lines.append(text.lstrip(". ") or "(empty)")
-    qrels: dict[str, dict[str, int]] = {}
-    with open(folder / "qrels" / f"{split}.tsv", encoding="utf-8") as fh:
-        next(fh)
-        for line in fh:
-            q, d, grade = line.rstrip("\n").split("\t")
-            if int(grade) > 0:
-                qrels.setdefault(q, {})[d] = int(grade)
-    queries = {}
-    with open(folder / "queries.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            r = json.loads(line)
-            if r["_id"] in qrels:
-                queries[r["_id"]] = r["text"]
-    return ids, lines, queries, qrels
+    return ids, lines
 
 
 def ndcg10(ranked: list[str], judged: dict[str, int]) -> float:
+    """nDCG@10 with the exponential gain 2^grade - 1, which docs/adapt.md's figures were
+    measured with; BEIR's (beir.ndcg) takes the grade itself: the same on SciFact's 0/1
+    judgments, not on NFCorpus's grades 1 and 2."""
     dcg = sum((2 ** judged.get(d, 0) - 1) / math.log2(i + 2) for i, d in enumerate(ranked[:10]))
     ideal = sorted(judged.values(), reverse=True)[:10]
     idcg = sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
@@ -59,7 +49,9 @@ def ndcg10(ranked: list[str], judged: dict[str, int]) -> float:
 
 
 def score(folder: Path, split: str, model: str, work: Path) -> dict[str, float]:
-    ids, lines, queries, qrels = read_beir(folder, split)
+    collection = beir.load(folder, split)
+    queries, qrels = collection.queries, collection.qrels
+    ids, lines = read_corpus(collection.corpus)
     work.mkdir(parents=True, exist_ok=True)
     corpus = work / f"{folder.name}.txt"
     if not corpus.exists():

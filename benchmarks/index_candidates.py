@@ -32,11 +32,14 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+if TYPE_CHECKING:  # the index modules (faiss) load where they are used, as elsewhere here
+    from qtsearch.index.recall import Truth
 
 
 def log(msg: str) -> None:
@@ -65,6 +68,18 @@ def held_out_vectors(flat: Path, n_queries: int) -> np.ndarray:
     with Index.open(flat, device="cpu") as idx:
         texts = [q for q in texts if idx.encoder.known_words(q) > 0]
         return np.ascontiguousarray(idx.embed(texts), dtype=np.float32)
+
+
+def tuning_queries(x: np.ndarray) -> tuple[np.ndarray, Truth]:
+    """500 rows of the index as the queries the search parameters are tuned on (the same for
+    every candidate) and their exact 10 nearest rows."""
+    from qtsearch.index.recall import exact_neighbours
+
+    rng = np.random.default_rng(1)
+    queries = np.ascontiguousarray(x[np.sort(rng.choice(len(x), 500, replace=False))])
+    truth = exact_neighbours(queries, (x[lo:lo + 200_000] for lo in
+                                       range(0, len(x), 200_000)), 10)
+    return queries, truth
 
 
 class Faiss:
@@ -99,13 +114,10 @@ class Faiss:
 
     def tune_and_measure(self, x: np.ndarray, target: float) -> tuple[dict[str, Any], float,
                                                                         float]:
-        from qtsearch.index.recall import exact_neighbours, tune_search
+        from qtsearch.index.recall import tune_search
 
         t = time.perf_counter()
-        rng = np.random.default_rng(1)
-        queries = np.ascontiguousarray(x[np.sort(rng.choice(len(x), 500, replace=False))])
-        truth = exact_neighbours(queries, (x[lo:lo + 200_000] for lo in
-                                           range(0, len(x), 200_000)), 10)
+        queries, truth = tuning_queries(x)
         params, recall = ({}, 1.0) if not self.tune else tune_search(
             self.builder.index, self.tune, self.candidates, queries, truth, target,
             self.outer, self.outer_candidates, fold=self.builder.fold)
@@ -155,13 +167,10 @@ class USearch:
 
     def tune_and_measure(self, x: np.ndarray, target: float) -> tuple[dict[str, Any], float,
                                                                         float]:
-        from qtsearch.index.recall import exact_neighbours, recall_at_k
+        from qtsearch.index.recall import recall_at_k
 
         t = time.perf_counter()
-        rng = np.random.default_rng(1)
-        queries = np.ascontiguousarray(x[np.sort(rng.choice(len(x), 500, replace=False))])
-        truth = exact_neighbours(queries, (x[lo:lo + 200_000] for lo in
-                                           range(0, len(x), 200_000)), 10)
+        queries, truth = tuning_queries(x)
         best: tuple[dict[str, Any], float] = ({}, -1.0)
         for value in self.candidates:  # smallest first: the cost is that of the last one
             self.set({self.tune: value})

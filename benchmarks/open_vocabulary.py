@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import math
 import shutil
 import tempfile
 import time
@@ -39,6 +38,7 @@ from qtsearch.encoders.pieces import (
     ridge_fit,
     save_pieces,
 )
+from qtsearch.evaluation.retrieval import beir
 from qtsearch.text.tokenizer import tokenize
 from qtsearch.text.vocab import Vocab
 
@@ -115,26 +115,16 @@ def reconstruction(enc: MeanEncoder, rows: list[str]) -> None:
 
 def read_set(root: Path, name: str) -> tuple[list[str], list[str], dict[str, str],
                                                dict[str, dict[str, int]]]:
-    folder = root / name
+    """(document ids, "title. text" documents, queries by id, judgments query -> doc ->
+    grade) of one collection's split (SETS)."""
+    collection = beir.load(root / name, SETS[name])
     ids, docs = [], []
-    with gzip.open(folder / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
+    with gzip.open(collection.corpus, "rt", encoding="utf-8") as fh:
         for line in fh:
             r = json.loads(line)
             ids.append(r["_id"])
             docs.append(f"{r.get('title', '')}. {r.get('text', '')}".strip(". "))
-    qrels: dict[str, dict[str, int]] = {}
-    with open(folder / "qrels" / f"{SETS[name]}.tsv", encoding="utf-8") as fh:
-        next(fh)
-        for line in fh:
-            q, d, s = line.rstrip("\n").split("\t")
-            qrels.setdefault(q, {})[d] = int(s)
-    queries = {}
-    with open(folder / "queries.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            r = json.loads(line)
-            if r["_id"] in qrels:
-                queries[r["_id"]] = r["text"]
-    return ids, docs, queries, qrels
+    return ids, docs, collection.queries, collection.qrels
 
 
 def ndcg10(enc: MeanEncoder, ids: list[str], docs: list[str], queries: dict[str, str],
@@ -143,12 +133,8 @@ def ndcg10(enc: MeanEncoder, ids: list[str], docs: list[str], queries: dict[str,
     qids = list(queries)
     q = enc.encode([queries[i] for i in qids], normalize=True)
     top = np.argsort(-(q @ d.T), axis=1)[:, :10]
-    total = 0.0
-    for qi, row in zip(qids, top, strict=True):
-        rel = qrels[qi]
-        dcg = sum(rel.get(ids[j], 0) / math.log2(r + 2) for r, j in enumerate(row))
-        ideal = sorted(rel.values(), reverse=True)[:10]
-        total += dcg / sum(g / math.log2(r + 2) for r, g in enumerate(ideal))
+    total = sum(beir.ndcg([ids[j] for j in row], qrels[qi])
+                for qi, row in zip(qids, top, strict=True))
     return total / len(qids)
 
 

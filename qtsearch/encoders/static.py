@@ -14,15 +14,14 @@ import hashlib
 import logging
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
 
 import numpy as np
 
 from qtsearch.core.errors import ModelError
 from qtsearch.core.paths import cache_dir
-from qtsearch.encoders.base import l2_normalize
+from qtsearch.encoders.base import BatchEncoder
 from qtsearch.encoders.kinds import WORD_VECTOR_DIMS
 from qtsearch.encoders.wheels import (
     ENCODERS_EXTRA,
@@ -62,12 +61,11 @@ def distilled_folder() -> Path:
     return folder
 
 
-class Model2Vec:
+class Model2Vec(BatchEncoder):
     """model2vec static embeddings (mean of token vectors) behind the encoder interface."""
 
     name = "model2vec"
     path = "model2vec"  # the name `load_encoder` takes, written to an index's manifest
-    search: ClassVar[dict[str, Any]] = {}  # search settings: the engine's defaults
 
     def __init__(self, device: str = "auto") -> None:
         import torch
@@ -86,25 +84,10 @@ class Model2Vec:
     def known_words(self, sentence: str) -> int:
         return wordpiece_known(self.model.tokenizer, sentence)
 
-    def warm_up(self) -> None:
-        """Nothing to prepare: the token table is loaded."""
-
-    def encode(
-        self,
-        sentences: Sequence[str],
-        batch_size: int = 512,
-        normalize: bool = False,
-        progress: Callable[[int], None] | None = None,
-    ) -> np.ndarray:
-        out = np.zeros((len(sentences), self.dim), dtype=np.float32)
-        for start in range(0, len(sentences), batch_size):
-            chunk = list(sentences[start : start + batch_size])
-            out[start : start + len(chunk)] = self.model.encode(
-                chunk, batch_size=batch_size, show_progress_bar=False,
-                use_multiprocessing=False)
-            if progress:
-                progress(len(chunk))
-        return l2_normalize(out) if normalize else out
+    def encode_batch(self, batch: list[str], call_size: int) -> np.ndarray:
+        # the whole batch in one model call (its own batching would cut it again)
+        return self.model.encode(batch, batch_size=len(batch), show_progress_bar=False,
+                                 use_multiprocessing=False)
 
 
 def word_vectors(words: Sequence[str]) -> tuple[np.ndarray, float]:

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from qtsearch.core.errors import UsageError
 from qtsearch.core.paths import data_root
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import l2_normalize
@@ -85,44 +84,12 @@ class Task(ABC):
         return 1
 
 
-_REGISTRY: Registry[Task] = Registry("qtsearch.evaluation.tasks")
+_REGISTRY: Registry[Task] = Registry("qtsearch.evaluation.tasks", GROUP_ORDER)
 TASKS = _REGISTRY.tasks
 register = _REGISTRY.register
 discover = _REGISTRY.discover
-
-
-def _group_rank(cls: type[Task]) -> int:
-    return GROUP_ORDER.index(cls.group) if cls.group in GROUP_ORDER else len(GROUP_ORDER)
-
-
-def task_names() -> list[str]:
-    """All task names in table order (group order, then registration order)."""
-    return [cls.name for cls in sorted(discover().values(), key=_group_rank)]  # stable sort
-
-
-def resolve_tasks(specs: Sequence[str]) -> list[type[Task]]:
-    """Task classes for names and group names ("all", "classification", "sts", …), in table
-    order, each once. Unknown names are a UsageError listing the valid ones."""
-    tasks = discover()
-    groups = {cls.group for cls in tasks.values()}
-    chosen: set[str] = set()
-    for spec in specs:
-        for raw in spec.split(","):
-            key = raw.strip().lower()
-            if not key:
-                continue
-            if key == "all":
-                chosen.update(tasks)
-            elif key in groups:
-                chosen.update(k for k, c in tasks.items() if c.group == key)
-            elif key in tasks:
-                chosen.add(key)
-            else:
-                raise UsageError(f"unknown task {raw.strip()!r}; choose from all, "
-                                 f"{', '.join(sorted(groups))}, {', '.join(task_names())}")
-    if not chosen:
-        raise UsageError("no task chosen (--tasks)")
-    return [tasks[n.lower()] for n in task_names() if n.lower() in chosen]
+task_names = _REGISTRY.names
+resolve_tasks = _REGISTRY.resolve
 
 
 class EmbeddingCache:

@@ -19,7 +19,6 @@ time after the first run, and out of search entirely.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -30,6 +29,7 @@ import numpy as np
 
 from qtsearch.core.config import write_json_atomic
 from qtsearch.core.errors import InputError
+from qtsearch.text.digest import sentences_digest
 from qtsearch.text.reader import list_files, read_sentences
 from qtsearch.text.token_corpus import corpus_signature
 from qtsearch.text.tokenizer import tokenize
@@ -76,22 +76,14 @@ def cached_selection(paths: Sequence[str | os.PathLike], n: int, root: Path) -> 
     return sentences
 
 
-def selection_signature(sentences: Sequence[str]) -> str:
-    """Identifies a teacher set by its sentences, in order (row i is sentence id i)."""
-    h = hashlib.sha256()
-    for s in sentences:
-        h.update(s.encode("utf-8"))
-        h.update(b"\n")
-    return h.hexdigest()[:16]
-
-
 class TeacherCache:
     """The teacher vectors of `sentences` under `root`, shard by shard."""
 
     def __init__(self, root: Path, fingerprint: str, sentences: Sequence[str],
                  shard_rows: int = SHARD_ROWS):
         self.sentences, self.fingerprint, self.shard_rows = sentences, fingerprint, shard_rows
-        self.signature = selection_signature(sentences)
+        # identifies the teacher set by its sentences, in order (row i is sentence id i)
+        self.signature = sentences_digest(sentences)
         self.folder = Path(root) / fingerprint / self.signature
         self.n_shards = math.ceil(len(sentences) / shard_rows)
         self.encoded = 0  # sentences this object sent to the teacher

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qtsearch.core.errors import InputError, ModelError
+from qtsearch.text.digest import sentences_digest
 from qtsearch.text.reader import MAX_SENTENCE_CHARS, read_sentences
 from qtsearch.text.splitter import split_sentences
 from qtsearch.text.token_corpus import TokenCorpus
@@ -208,3 +209,10 @@ def test_corpus_signature_follows_contents_not_paths_or_times(shared_data, tmp_p
     with open(copy, "ab") as f:
         f.write(b"\n")
     assert corpus_signature([book], True, 100, 50) != corpus_signature([copy], True, 100, 50)
+
+
+def test_the_sentences_digest_keeps_the_cache_keys_already_on_disk() -> None:
+    """The analogy pool's and the teacher's vector caches are named by it: a changed digest
+    would orphan them."""
+    assert sentences_digest(["a man", "plays"]) == "8132306dae17fd18"
+    assert sentences_digest(["a man", "plays"]) != sentences_digest(["plays", "a man"])

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from qtsearch.app.commands.common import err, out
-from qtsearch.app.commands.train_options import (
-    DEVICE,
-    MAX_STEPS,
-    OUT,
-    PRECISION,
-    QUIET,
-    RESUME,
-    SEED,
-    config_options,
-)
-from qtsearch.app.progress import RichReporter
+from qtsearch.app.commands import train_options as shared
+from qtsearch.app.commands.train_options import every, param, takes, train_and_report
 from qtsearch.training.configs import HELD_OUT, AdaptConfig
 
 HELP = (
@@ -37,69 +28,64 @@ HELP = (
 )
 
 
-def adapt_command(
-    corpus: list[Path] = typer.Argument(..., help="Text files, folders or .jsonl(.gz) records."),
-    out_dir: Path = OUT,
-    model: str | None = typer.Option(
+@takes(
+    param("corpus", list[Path], typer.Argument(
+        ..., help="Text files, folders or .jsonl(.gz) records.")),
+    shared.OUT,
+    param("model", str | None, typer.Option(
         AdaptConfig.model, "--model", "-m",
-        help="Base model folder (default: the shipped model)."),
-    split_sentences: bool = typer.Option(
+        help="Base model folder (default: the shipped model).")),
+    param("split_sentences", bool, typer.Option(
         AdaptConfig.split_sentences, "--split-sentences/--lines",
         help="Text files are running text (split into sentences; a blank line ends a document) "
-        "or one sentence a line."),
-    new_words: int = typer.Option(AdaptConfig.new_words,
-                                  help="Corpus words added at most (most frequent)."),
-    min_count: int = typer.Option(AdaptConfig.min_count,
-                                  help="Occurrences a corpus word needs to be added."),
-    neighbours: bool = typer.Option(AdaptConfig.neighbours, "--neighbours/--no-neighbours",
-                                    help="Neighbouring sentences as positive pairs."),
-    titles: bool = typer.Option(AdaptConfig.titles, "--titles/--no-titles",
-                                help="Titles and their document's sentences as positive pairs."),
-    ict: bool = typer.Option(AdaptConfig.ict, "--ict/--no-ict",
-                             help="A sentence and the rest of its document as positive pairs."),
-    teacher: str | None = typer.Option(
+        "or one sentence a line.")),
+    param("new_words", int, typer.Option(AdaptConfig.new_words,
+                                         help="Corpus words added at most (most frequent).")),
+    param("min_count", int, typer.Option(AdaptConfig.min_count,
+                                         help="Occurrences a corpus word needs to be added.")),
+    param("neighbours", bool, typer.Option(AdaptConfig.neighbours, "--neighbours/--no-neighbours",
+                                           help="Neighbouring sentences as positive pairs.")),
+    param("titles", bool, typer.Option(
+        AdaptConfig.titles, "--titles/--no-titles",
+        help="Titles and their document's sentences as positive pairs.")),
+    param("ict", bool, typer.Option(
+        AdaptConfig.ict, "--ict/--no-ict",
+        help="A sentence and the rest of its document as positive pairs.")),
+    param("teacher", str | None, typer.Option(
         AdaptConfig.teacher,
-        help="minilm: also learn all-MiniLM-L6-v2's vectors of a corpus sample."),
+        help="minilm: also learn all-MiniLM-L6-v2's vectors of a corpus sample.")),
     # the config counts seconds; the option takes a time as people write it
-    teacher_budget: str = typer.Option(
+    param("teacher_budget", str, typer.Option(
         f"{AdaptConfig.teacher_budget / 60:g}m",
-        help="Time the teacher may spend encoding (e.g. 90s, 10m)."),
-    teacher_sample: int = typer.Option(AdaptConfig.teacher_sample, "--teacher-sentences",
-                                       help="Teacher: corpus sentences sampled at most."),
-    anchor: float = typer.Option(
+        help="Time the teacher may spend encoding (e.g. 90s, 10m).")),
+    param("teacher_sample", int, typer.Option(AdaptConfig.teacher_sample, "--teacher-sentences",
+                                              help="Teacher: corpus sentences sampled at most.")),
+    param("anchor", float, typer.Option(
         AdaptConfig.anchor, help="Weight of a pull of known words towards the base model (0: "
-        "none; only the corpus's words train either way)."),
-    batch_size: int = typer.Option(AdaptConfig.batch_size,
-                                   help="Pairs per step (each against the others)."),
-    scale: float = typer.Option(AdaptConfig.scale,
-                                help="Cosine × this are the contrastive logits."),
-    doc_len: int = typer.Option(AdaptConfig.doc_len,
-                                help="Tokens of a document's rest (inverse cloze)."),
-    max_len: int | None = typer.Option(
+        "none; only the corpus's words train either way).")),
+    param("batch_size", int, typer.Option(AdaptConfig.batch_size,
+                                          help="Pairs per step (each against the others).")),
+    param("scale", float, typer.Option(AdaptConfig.scale,
+                                       help="Cosine × this are the contrastive logits.")),
+    param("doc_len", int, typer.Option(AdaptConfig.doc_len,
+                                       help="Tokens of a document's rest (inverse cloze).")),
+    param("max_len", int | None, typer.Option(
         AdaptConfig.max_len,
-        help="Tokens of an indexed text the adapted model reads (default: the base's)."),
-    max_minutes: float | None = typer.Option(
+        help="Tokens of an indexed text the adapted model reads (default: the base's).")),
+    param("max_minutes", float | None, typer.Option(
         AdaptConfig.max_minutes,
-        help="Stop cleanly after this long, the model saved (--resume continues)."),
-    lr: float = typer.Option(AdaptConfig.lr, help="Adam learning rate."),
-    epochs: int = typer.Option(AdaptConfig.epochs, help="Passes over every task's pairs."),
-    max_steps: int | None = MAX_STEPS,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    seed: int = SEED,
-    val_every: int = typer.Option(AdaptConfig.val_every, help="Validate every N steps."),
-    checkpoint_every: int = typer.Option(AdaptConfig.checkpoint_every,
-                                         help="Checkpoint every N steps."),
-    resume: bool = RESUME,
-    quiet: bool = QUIET,
-) -> None:
-    options = config_options(locals(), ("corpus",))
-    options["teacher_budget"] = seconds(teacher_budget)
+        help="Stop cleanly after this long, the model saved (--resume continues).")),
+    param("lr", float, typer.Option(AdaptConfig.lr, help="Adam learning rate.")),
+    param("epochs", int, typer.Option(AdaptConfig.epochs,
+                                      help="Passes over every task's pairs.")),
+    shared.MAX_STEPS, *shared.HARDWARE, shared.SEED, *every(AdaptConfig), *shared.SESSION,
+)
+def adapt_command(**arguments: Any) -> None:
+    arguments["teacher_budget"] = seconds(arguments["teacher_budget"])
     # imported here, not at the top: torch loads only once the line is parsed
     from qtsearch.training.adapt import adapt
 
-    config = AdaptConfig(**options)
-    out.print(adapt(config, resume=resume, reporter=RichReporter(not quiet, err)).summary())
+    train_and_report(adapt, AdaptConfig, arguments)
 
 
 def seconds(text: str) -> float:

@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich import box
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from qtsearch.app.commands.common import err, out, print_json
@@ -16,11 +17,24 @@ from qtsearch.app.progress import RichReporter
 from qtsearch.core.errors import OutputError, UsageError
 from qtsearch.text.records import PASSAGE_WORDS
 
+if TYPE_CHECKING:
+    from qtsearch.evaluation.relevance.runner import System
+
 
 def _paragraphs(text: str) -> str:
     """Help text with each paragraph on one line, so the terminal (not the source) wraps it."""
     return "\n\n".join(" ".join(p.split()) for p in text.split("\n\n"))
 
+
+# options several benchmarks take alike (a Typer option object may serve several commands)
+MODELS_EVERY_MODE = typer.Option(["default"], "--model", "-m",
+                                 help="Model folder or encoder name (repeatable); each is run "
+                                      "in every search mode.")
+AS_JSON = typer.Option(False, "--json", help="Print all figures as JSON.")
+MARKDOWN = typer.Option(None, help="Also write the table as Markdown here.")
+REBUILD = typer.Option(False, help="Build every index again, ignoring the cache.")
+DEVICE = typer.Option("auto", help="auto | cpu | cuda.")
+QUIET = typer.Option(False, "--quiet", "-q", help="No progress bars.")
 
 bench_app = typer.Typer(help="Benchmarks of sentence encoders.", no_args_is_help=True)
 analogy_app = typer.Typer(
@@ -105,10 +119,10 @@ def run(
                                                   "the package)."),
     data: Path | None = typer.Option(None, help="The shared data folder (default: "
                                                 "$QTSEARCH_DATA, else ../shared/data)."),
-    as_json: bool = typer.Option(False, "--json", help="Print all figures as JSON."),
+    as_json: bool = AS_JSON,
     markdown: Path | None = typer.Option(None, help="Also write the tables as Markdown here."),
     cache: bool = typer.Option(True, help="Reuse / store the pool vectors of each encoder."),
-    device: str = typer.Option("auto", help="auto | cpu | cuda."),
+    device: str = DEVICE,
     batch_size: int = typer.Option(512, help="Sentences per encoding batch."),
 ) -> None:
     from qtsearch.encoders.registry import resolve_encoders
@@ -126,16 +140,11 @@ def run(
     for message in skipped:
         err.print(f"[yellow]{message}[/yellow]")
     results = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}"
-                  "/{task.total:,}"), TimeRemainingColumn(), console=err,
-                  ) as progress:
+    with RichReporter(True, err) as reporter:
         for enc in encoders:
-            task = progress.add_task(f"pool vectors: {enc.name}", total=len(pool))
-            result = evaluate(enc, analogy_tuples, pool, cache, batch_size,
-                              lambda n, task=task: progress.advance(task, n))
-            progress.update(task, completed=len(pool),
-                            description=f"pool vectors: {enc.name}"
-                                        + (" (cached)" if result.cached else ""))
+            with reporter.stage(f"pool vectors: {enc.name}", total=len(pool)) as bar:
+                result = evaluate(enc, analogy_tuples, pool, cache, batch_size, bar)
+                bar.update(len(pool), "cached" if result.cached else None)
             results.append(result)
     if markdown is not None:
         write_text(markdown, markdown_report(results, len(pool), tuples_path.name))
@@ -146,12 +155,28 @@ def run(
         ("Top-1 accuracy, A/B/C excluded (paper Table 6 layout)", table_rows(results)),
         ("Overall and sentiment task", summary_rows(results)),
     ):
-        table = Table(title=title, box=box.SIMPLE_HEAD)  # fits 80 columns
-        for i, name in enumerate(header):  # names stay whole; figures line up on the right
-            table.add_column(name, no_wrap=i < 2, min_width=5, justify="left" if i < 2 else "right")
+        table = results_table(title, header, min_width=5)  # fits 80 columns
         for row in rows:
             table.add_row(*row, style="bold" if row[0] == "overall" else None)
         out.print(table)
+
+
+def results_table(title: str, header: Sequence[str], min_width: int | None = None) -> Table:
+    """A benchmark's table: the first two columns (what and which system) stay whole and to
+    the left, the figures line up on the right."""
+    table = Table(title=title, box=box.SIMPLE_HEAD)
+    for i, name in enumerate(header):
+        table.add_column(name, no_wrap=i < 2, min_width=min_width,
+                         justify="left" if i < 2 else "right")
+    return table
+
+
+def chosen_systems(models: list[str], baselines: str, systems: str | None) -> list[System]:
+    """--model (every mode), --baselines (semantic mode) or exactly --systems."""
+    from qtsearch.evaluation.relevance.runner import parse_systems
+
+    names = [b.strip() for b in baselines.split(",") if b.strip() not in ("", "none")]
+    return parse_systems(models, names, systems.split(",") if systems else ())
 
 
 def baseline_specs(baselines: str, first_model: str) -> list[str]:
@@ -185,9 +210,7 @@ build code under $QTSEARCH_CACHE/relevance (default ~/.cache/qtsearch): a rerun 
 
 @bench_app.command("relevance", help=RELEVANCE_HELP)
 def relevance(
-    models: list[str] = typer.Option(["default"], "--model", "-m",
-                                     help="Model folder or encoder name (repeatable); each is "
-                                          "run in every search mode."),
+    models: list[str] = MODELS_EVERY_MODE,
     baselines: str = typer.Option("glove,minilm,model2vec",
                                   help="Comma-separated encoders run in semantic mode: glove, "
                                        "minilm, model2vec, or model folders; 'none' for none."),
@@ -203,19 +226,18 @@ def relevance(
     seed: int = typer.Option(0, help="Seed of the --limit sample."),
     data: Path | None = typer.Option(None, help="The data folder holding sts/ and transfer/ "
                                                 "(default: $QTSEARCH_DATA, else ../shared/data)."),
-    as_json: bool = typer.Option(False, "--json", help="Print all figures as JSON."),
-    markdown: Path | None = typer.Option(None, help="Also write the table as Markdown here."),
-    rebuild: bool = typer.Option(False, help="Build every index again, ignoring the cache."),
-    device: str = typer.Option("auto", help="auto | cpu | cuda."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    as_json: bool = AS_JSON,
+    markdown: Path | None = MARKDOWN,
+    rebuild: bool = REBUILD,
+    device: str = DEVICE,
+    quiet: bool = QUIET,
 ) -> None:
     from qtsearch.core.paths import data_root
     from qtsearch.evaluation.relevance.engine import RelevanceConfig, load_tasks
     from qtsearch.evaluation.relevance.report import table, to_markdown
-    from qtsearch.evaluation.relevance.runner import parse_systems, run_benchmark
+    from qtsearch.evaluation.relevance.runner import run_benchmark
 
-    names = [b.strip() for b in baselines.split(",") if b.strip() not in ("", "none")]
-    chosen = parse_systems(models, names, systems.split(",") if systems else ())
+    chosen = chosen_systems(models, baselines, systems)
     config = RelevanceConfig(tasks=[tasks], data_dir=str(data) if data else None, limit=limit,
                              seed=seed)
     loaded = load_tasks(config, data_root(config.data_dir))
@@ -227,9 +249,7 @@ def relevance(
         print_json(result.to_json())
         return
     header, rows, best = table(result)
-    view = Table(title=f"Relevance: {', '.join(t.name for t in loaded)}", box=box.SIMPLE_HEAD)
-    for i, name in enumerate(header):
-        view.add_column(name, no_wrap=i < 2, justify="left" if i < 2 else "right")
+    view = results_table(f"Relevance: {', '.join(t.name for t in loaded)}", header)
     for row, top in zip(rows, best, strict=True):
         view.add_row(*(f"[bold]{c}[/bold]" if i in top else c for i, c in enumerate(row)))
     out.print(view)
@@ -253,9 +273,7 @@ passage size and build code under $QTSEARCH_CACHE/retrieval: a rerun only search
 def retrieval(
     folders: list[Path] = typer.Argument(..., help="BEIR-format folders (corpus.jsonl[.gz], "
                                                    "queries.jsonl, qrels/SPLIT.tsv)."),
-    models: list[str] = typer.Option(["default"], "--model", "-m",
-                                     help="Model folder or encoder name (repeatable); each is "
-                                          "run in every search mode."),
+    models: list[str] = MODELS_EVERY_MODE,
     baselines: str = typer.Option("minilm,model2vec",
                                   help="Comma-separated encoders run in semantic mode (glove, "
                                        "minilm, model2vec or model folders); 'none' for none."),
@@ -265,15 +283,14 @@ def retrieval(
                                                 "train, else test)."),
     passage_words: int = typer.Option(PASSAGE_WORDS, help="Words per indexed passage "
                                                           "(0: one passage a document)."),
-    as_json: bool = typer.Option(False, "--json", help="Print all figures as JSON."),
-    markdown: Path | None = typer.Option(None, help="Also write the table as Markdown here."),
+    as_json: bool = AS_JSON,
+    markdown: Path | None = MARKDOWN,
     chart: Path | None = typer.Option(None, help="Also draw nDCG@10 as a bar chart (PNG) here "
                                                  "(needs the [plot] extra)."),
-    rebuild: bool = typer.Option(False, help="Build every index again, ignoring the cache."),
-    device: str = typer.Option("auto", help="auto | cpu | cuda."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    rebuild: bool = REBUILD,
+    device: str = DEVICE,
+    quiet: bool = QUIET,
 ) -> None:
-    from qtsearch.evaluation.relevance.runner import parse_systems
     from qtsearch.evaluation.retrieval import beir
     from qtsearch.evaluation.retrieval.runner import draw_chart, run_benchmark
 
@@ -283,8 +300,7 @@ def retrieval(
         except ImportError:
             raise UsageError("--chart needs matplotlib: pip install 'qtsearch[plot]'") from None
 
-    names = [b.strip() for b in baselines.split(",") if b.strip() not in ("", "none")]
-    chosen = parse_systems(models, names, systems.split(",") if systems else ())
+    chosen = chosen_systems(models, baselines, systems)
     collections = [beir.load(f, split) for f in folders]
     run = run_benchmark(collections, chosen, passage_words, device, rebuild,
                         RichReporter(not quiet, err))
@@ -306,9 +322,7 @@ def retrieval(
     if as_json:
         print_json(run.to_json())
         return
-    view = Table(title="Retrieval (documents)", box=box.SIMPLE_HEAD)
-    for i, name in enumerate(header):
-        view.add_column(name, no_wrap=i < 2, justify="left" if i < 2 else "right")
+    view = results_table("Retrieval (documents)", header)
     for r in rows:
         view.add_row(*r)
     out.print(view)

@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from qtsearch.app.commands.common import err, out
-from qtsearch.app.commands.train_options import (
-    BATCHES_PER_STEP,
-    DEVICE,
-    MAX_STEPS,
-    NPROC,
-    OUT,
-    PRECISION,
-    QUIET,
-    RESUME,
-    config_options,
-)
-from qtsearch.app.progress import RichReporter
+from qtsearch.app.commands import train_options as shared
+from qtsearch.app.commands.train_options import every, param, takes, train_and_report
 from qtsearch.training.configs import (
     GRU_DEFAULTS,
     OBJECTIVE_ENCODERS,
@@ -63,66 +53,58 @@ def by_encoder(name: str) -> str:
     return f"{GRU_DEFAULTS[name]}; transformer {TRANSFORMER_DEFAULTS[name]}"
 
 
-def train_command(
-    corpus: list[Path] = typer.Argument(..., help="Text files or folders (plain or .gz)."),
-    out_dir: Path = OUT,
-    objective: str = typer.Option(TrainConfig.objective, help=" | ".join(OBJECTIVE_ENCODERS) + "."),
-    encoder: str | None = typer.Option(TrainConfig.encoder, help=encoders_help()),
-    hidden: int | None = typer.Option(
+@takes(
+    param("corpus", list[Path], typer.Argument(..., help="Text files or folders (plain or .gz).")),
+    shared.OUT,
+    param("objective", str, typer.Option(TrainConfig.objective,
+                                         help=" | ".join(OBJECTIVE_ENCODERS) + ".")),
+    param("encoder", str | None, typer.Option(TrainConfig.encoder, help=encoders_help())),
+    param("hidden", int | None, typer.Option(
         TrainConfig.hidden, show_default=by_encoder("hidden"),
-        help="GRU hidden size per direction; transformer d_model.",
-    ),
-    layers: int = typer.Option(TrainConfig.layers, help="Transformer layers."),
-    heads: int = typer.Option(TrainConfig.heads,
-                              help="Transformer attention heads (must divide --hidden)."),
-    word_dim: int = typer.Option(TrainConfig.word_dim, help="Trainable word-embedding size."),
-    vocab_size: int = typer.Option(TrainConfig.vocab_size,
-                                   help="Most frequent words kept (plus <pad>, <unk>)."),
-    max_len: int = typer.Option(TrainConfig.max_len,
-                                help="Tokens kept per sentence (longer ones are truncated)."),
-    context: int = typer.Option(TrainConfig.context,
-                                help="Context window: 3 = previous and next sentence, 5 = ±2…"),
-    batch_size: int = typer.Option(TrainConfig.batch_size,
-                                   help="Contiguous sentences per batch (the candidates)."),
-    lr: float = typer.Option(TrainConfig.lr,
-                             help="Adam learning rate (the peak, after any warm-up)."),
-    warmup_steps: int | None = typer.Option(
+        help="GRU hidden size per direction; transformer d_model.")),
+    param("layers", int, typer.Option(TrainConfig.layers, help="Transformer layers.")),
+    param("heads", int, typer.Option(TrainConfig.heads,
+                                     help="Transformer attention heads (must divide --hidden).")),
+    param("word_dim", int, typer.Option(TrainConfig.word_dim,
+                                        help="Trainable word-embedding size.")),
+    param("vocab_size", int, typer.Option(TrainConfig.vocab_size,
+                                          help="Most frequent words kept (plus <pad>, <unk>).")),
+    param("max_len", int, typer.Option(
+        TrainConfig.max_len, help="Tokens kept per sentence (longer ones are truncated).")),
+    param("context", int, typer.Option(
+        TrainConfig.context, help="Context window: 3 = previous and next sentence, 5 = ±2…")),
+    param("batch_size", int, typer.Option(
+        TrainConfig.batch_size, help="Contiguous sentences per batch (the candidates).")),
+    param("lr", float, typer.Option(TrainConfig.lr,
+                                    help="Adam learning rate (the peak, after any warm-up).")),
+    param("warmup_steps", int | None, typer.Option(
         TrainConfig.warmup_steps, show_default=by_encoder("warmup_steps"),
-        help="Linear learning-rate warm-up steps."),
-    lr_schedule: str | None = typer.Option(
+        help="Linear learning-rate warm-up steps.")),
+    param("lr_schedule", str | None, typer.Option(
         TrainConfig.lr_schedule, show_default=by_encoder("lr_schedule"),
-        help=f"After the warm-up: {' | '.join(SCHEDULES)} (linear: to 0 at the last step).",
-    ),
-    fastsent_ae: bool = typer.Option(
+        help=f"After the warm-up: {' | '.join(SCHEDULES)} (linear: to 0 at the last step).")),
+    param("fastsent_ae", bool, typer.Option(
         TrainConfig.fastsent_ae, "--fastsent-ae",
-        help="FastSent+AE: also predict the sentence's own words."),
-    word_dropout: float = typer.Option(TrainConfig.word_dropout,
-                                       help="SDAE noise: word deletion probability p0."),
-    swap_prob: float = typer.Option(TrainConfig.swap_prob,
-                                    help="SDAE noise: bigram swap probability px."),
-    epochs: int = typer.Option(TrainConfig.epochs, help="Passes over the training blocks."),
-    max_steps: int | None = MAX_STEPS,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    split_sentences: bool = typer.Option(
+        help="FastSent+AE: also predict the sentence's own words.")),
+    param("word_dropout", float, typer.Option(TrainConfig.word_dropout,
+                                              help="SDAE noise: word deletion probability p0.")),
+    param("swap_prob", float, typer.Option(TrainConfig.swap_prob,
+                                           help="SDAE noise: bigram swap probability px.")),
+    param("epochs", int, typer.Option(TrainConfig.epochs,
+                                      help="Passes over the training blocks.")),
+    shared.MAX_STEPS, *shared.HARDWARE,
+    param("split_sentences", bool, typer.Option(
         TrainConfig.split_sentences, "--split-sentences",
-        help="Input is running text: split it into sentences."),
-    seed: int = typer.Option(TrainConfig.seed,
-                             help="Random seed (initialisation and block order)."),
-    val_every: int = typer.Option(TrainConfig.val_every, help="Validate every N steps."),
-    checkpoint_every: int = typer.Option(TrainConfig.checkpoint_every,
-                                         help="Checkpoint every N steps."),
-    batches_per_step: int | None = BATCHES_PER_STEP,
-    nproc: int = NPROC,
-    resume: bool = RESUME,
-    quiet: bool = QUIET,
-) -> None:
-    options = config_options(locals(), ("corpus",))
+        help="Input is running text: split it into sentences.")),
+    param("seed", int, typer.Option(TrainConfig.seed,
+                                    help="Random seed (initialisation and block order).")),
+    *every(TrainConfig), *shared.PROCESSES, *shared.SESSION,
+)
+def train_command(**arguments: Any) -> None:
     # imported here, not at the top: torch loads only once the line is parsed
     from qtsearch.training.trainer import train
 
-    config = TrainConfig(**options)
-    out.print(train(config, resume=resume, reporter=RichReporter(not quiet, err)).summary())
+    train_and_report(train, TrainConfig, arguments)
 
 
 def register(app: typer.Typer) -> None:

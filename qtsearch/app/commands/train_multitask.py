@@ -4,48 +4,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from qtsearch.app.commands.common import err, out
-from qtsearch.app.commands.train_options import (
-    BATCH_SIZE,
-    BATCHES_PER_STEP,
-    CHECKPOINT_EVERY,
-    DATA,
-    DEVICE,
-    DROPOUT,
-    EVAL_FILTER,
-    FC_DIM,
-    GLOVE_WORDS,
-    HARD_NEGATIVES,
-    HIDDEN,
-    LR,
-    MAX_LEN,
-    MAX_STEPS,
-    NEGATION_SCOPE,
-    NEGATIONS,
-    NPROC,
-    OUT,
-    PAIR_ENCODER,
-    PAIRS_SCALE,
-    PAIRS_VAL_BATCHES,
-    PRECISION,
-    QUIET,
-    RESUME,
-    SEED,
-    TRAIN_WORDS,
-    VAL_EVERY,
-    VALID,
-    VALID_FRACTION,
-    VOCAB_FROM,
-    VOCAB_FROM_WORDS,
-    WORD_DIM,
-    WORD_VECTORS,
-    config_options,
-    default,
-)
-from qtsearch.app.progress import RichReporter
+from qtsearch.app.commands import train_options as shared
+from qtsearch.app.commands.train_options import default, every, param, takes, train_and_report
 from qtsearch.training.configs import TASK_SCHEDULES, MultitaskConfig
 
 HELP = (
@@ -71,90 +35,60 @@ HELP = (
 )
 
 
-def train_multitask_command(
-    corpus: list[Path] = typer.Argument(
-        None, help="Text files or folders for Quick-Thoughts (none: no QT task)."),
-    files: list[Path] = typer.Option(
+@takes(
+    param("corpus", list[Path], typer.Argument(
+        None, help="Text files or folders for Quick-Thoughts (none: no QT task).")),
+    param("files", list[Path], typer.Option(
         default(MultitaskConfig, "train"), "--nli",
-        help="NLI training file (repeatable; none: no NLI task)."),
-    out_dir: Path = OUT,
-    split_sentences: bool = typer.Option(
+        help="NLI training file (repeatable; none: no NLI task).")),
+    shared.OUT,
+    param("split_sentences", bool, typer.Option(
         MultitaskConfig.split_sentences, "--split-sentences",
-        help="The corpus is running text: split it into sentences."),
-    schedule: str = typer.Option(MultitaskConfig.schedule, help=" | ".join(TASK_SCHEDULES) + "."),
-    pairs: list[Path] = typer.Option(
+        help="The corpus is running text: split it into sentences.")),
+    param("schedule", str, typer.Option(MultitaskConfig.schedule,
+                                        help=" | ".join(TASK_SCHEDULES) + ".")),
+    param("pairs", list[Path], typer.Option(
         default(MultitaskConfig, "pairs"),
-        help="Paraphrase pair file for the pairs task (repeatable; as for train-pairs)."),
-    pairs_valid: list[Path] = typer.Option(default(MultitaskConfig, "pairs_valid"),
-                                           help="Pairs validation file (repeatable)."),
-    pairs_batch_size: int = typer.Option(MultitaskConfig.pairs_batch_size,
-                                         help="Pairs per pairs step."),
-    teacher: list[Path] = typer.Option(
+        help="Paraphrase pair file for the pairs task (repeatable; as for train-pairs).")),
+    param("pairs_valid", list[Path], typer.Option(default(MultitaskConfig, "pairs_valid"),
+                                                  help="Pairs validation file (repeatable).")),
+    param("pairs_batch_size", int, typer.Option(MultitaskConfig.pairs_batch_size,
+                                                help="Pairs per pairs step.")),
+    param("teacher", list[Path], typer.Option(
         default(MultitaskConfig, "teacher"),
         help="Text file or folder (running text or WikiExtractor) for the teacher task "
-        "(repeatable)."),
-    teacher_sentences: int = typer.Option(
+        "(repeatable).")),
+    param("teacher_sentences", int, typer.Option(
         MultitaskConfig.teacher_sentences,
-        help="Teacher: sentences selected from the --teacher files (spread evenly)."),
-    teacher_batch_size: int = typer.Option(MultitaskConfig.teacher_batch_size,
-                                           help="Teacher: sentences per teacher step."),
-    teacher_val_batches: int = typer.Option(MultitaskConfig.teacher_val_batches,
-                                            help="Teacher: held-out validation batches."),
-    teacher_cache: Path | None = typer.Option(
+        help="Teacher: sentences selected from the --teacher files (spread evenly).")),
+    param("teacher_batch_size", int, typer.Option(MultitaskConfig.teacher_batch_size,
+                                                  help="Teacher: sentences per teacher step.")),
+    param("teacher_val_batches", int, typer.Option(MultitaskConfig.teacher_val_batches,
+                                                   help="Teacher: held-out validation batches.")),
+    param("teacher_cache", Path | None, typer.Option(
         MultitaskConfig.teacher_cache,
-        help="Teacher: vector cache folder (default: $QTSEARCH_CACHE/teacher)."),
-    pairs_scale: float = PAIRS_SCALE,
-    pairs_val_batches: int = PAIRS_VAL_BATCHES,
-    hard_negatives: bool = HARD_NEGATIVES,
-    negations: bool = NEGATIONS,
-    data: Path | None = DATA,
-    eval_filter: bool = EVAL_FILTER,
-    valid: list[Path] = VALID,
-    valid_fraction: float = VALID_FRACTION,
-    hidden: int = HIDDEN,
-    word_dim: int = WORD_DIM,
-    glove_words: int = GLOVE_WORDS,
-    encoder: str = PAIR_ENCODER,
-    negation_scope: bool = NEGATION_SCOPE,
-    word_vectors: str = WORD_VECTORS,
-    train_words: int = TRAIN_WORDS,
-    vocab_size: int = typer.Option(
+        help="Teacher: vector cache folder (default: $QTSEARCH_CACHE/teacher).")),
+    *shared.PAIRS_TASK, *shared.EVAL_DATA, shared.VALID, shared.VALID_FRACTION, shared.HIDDEN,
+    shared.WORD_DIM, *shared.WORDS,
+    param("vocab_size", int, typer.Option(
         MultitaskConfig.vocab_size,
-        help="Most frequent corpus words in the vocabulary (NLI and GloVe words added)."),
-    vocab_from: list[Path] = VOCAB_FROM,
-    vocab_from_words: int = VOCAB_FROM_WORDS,
-    fc_dim: int = FC_DIM,
-    dropout: float = DROPOUT,
-    max_len: int = MAX_LEN,
-    batch_size: int = BATCH_SIZE,
-    qt_batch_size: int = typer.Option(MultitaskConfig.qt_batch_size,
-                                      help="Contiguous sentences per QT batch."),
-    context: int = typer.Option(MultitaskConfig.context,
-                                help="QT context window: 3 = previous and next sentence."),
-    lr: float = LR,
-    epochs: int = typer.Option(MultitaskConfig.epochs, help="Passes over every task's data."),
-    max_steps: int | None = MAX_STEPS,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    seed: int = SEED,
-    val_every: int = VAL_EVERY,
-    checkpoint_every: int = CHECKPOINT_EVERY,
-    batches_per_step: int | None = BATCHES_PER_STEP,
-    nproc: int = NPROC,
-    resume: bool = RESUME,
-    quiet: bool = QUIET,
-) -> None:
-    options = config_options(locals(),
-                             ("corpus", "files", "valid", "pairs", "pairs_valid", "teacher",
-                              "vocab_from"))
-    if teacher_cache is not None:
-        options["teacher_cache"] = str(teacher_cache)
+        help="Most frequent corpus words in the vocabulary (NLI and GloVe words added).")),
+    *shared.VOCAB_FROM, *shared.CLASSIFIER, shared.MAX_LEN, shared.BATCH_SIZE,
+    param("qt_batch_size", int, typer.Option(MultitaskConfig.qt_batch_size,
+                                             help="Contiguous sentences per QT batch.")),
+    param("context", int, typer.Option(MultitaskConfig.context,
+                                       help="QT context window: 3 = previous and next sentence.")),
+    shared.LR,
+    param("epochs", int, typer.Option(MultitaskConfig.epochs,
+                                      help="Passes over every task's data.")),
+    shared.MAX_STEPS, *shared.HARDWARE, shared.SEED, *every(MultitaskConfig), *shared.PROCESSES,
+    *shared.SESSION,
+)
+def train_multitask_command(**arguments: Any) -> None:
     # imported here, not at the top: torch loads only once the line is parsed
     from qtsearch.training.multitask import train_multitask
 
-    config = MultitaskConfig(train=options.pop("files"), **options)
-    result = train_multitask(config, resume=resume, reporter=RichReporter(not quiet, err))
-    out.print(result.summary())
+    train_and_report(train_multitask, MultitaskConfig, arguments)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,41 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from qtsearch.app.commands.common import err, out
-from qtsearch.app.commands.train_options import (
-    BATCH_SIZE,
-    BATCHES_PER_STEP,
-    CHECKPOINT_EVERY,
-    DEVICE,
-    DROPOUT,
-    FC_DIM,
-    GLOVE_WORDS,
-    HIDDEN,
-    LR,
-    MAX_LEN,
-    MAX_STEPS,
-    NEGATION_SCOPE,
-    NPROC,
-    OUT,
-    PAIR_ENCODER,
-    PRECISION,
-    QUIET,
-    RESUME,
-    SEED,
-    TRAIN_WORDS,
-    VAL_EVERY,
-    VALID,
-    VALID_FRACTION,
-    VOCAB_FROM,
-    VOCAB_FROM_WORDS,
-    WORD_DIM,
-    WORD_VECTORS,
-    config_options,
-)
-from qtsearch.app.progress import RichReporter
+from qtsearch.app.commands import train_options as shared
+from qtsearch.app.commands.train_options import every, param, takes, train_and_report
 from qtsearch.encoders.kinds import WORD_VECTOR_DIMS
 from qtsearch.training.configs import NLITrainConfig
 
@@ -59,43 +30,21 @@ HELP = (
 )
 
 
-def train_nli_command(
-    files: list[Path] = typer.Argument(..., help="NLI training files (.jsonl, .txt, .gz)."),
-    out_dir: Path = OUT,
-    valid: list[Path] = VALID,
-    valid_fraction: float = VALID_FRACTION,
-    hidden: int = HIDDEN,
-    word_dim: int = WORD_DIM,
-    glove_words: int = GLOVE_WORDS,
-    encoder: str = PAIR_ENCODER,
-    negation_scope: bool = NEGATION_SCOPE,
-    word_vectors: str = WORD_VECTORS,
-    train_words: int = TRAIN_WORDS,
-    vocab_from: list[Path] = VOCAB_FROM,
-    vocab_from_words: int = VOCAB_FROM_WORDS,
-    fc_dim: int = FC_DIM,
-    dropout: float = DROPOUT,
-    max_len: int = MAX_LEN,
-    batch_size: int = BATCH_SIZE,
-    lr: float = LR,
-    epochs: int = typer.Option(NLITrainConfig.epochs, help="Passes over the training pairs."),
-    max_steps: int | None = MAX_STEPS,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    seed: int = SEED,
-    val_every: int = VAL_EVERY,
-    checkpoint_every: int = CHECKPOINT_EVERY,
-    batches_per_step: int | None = BATCHES_PER_STEP,
-    nproc: int = NPROC,
-    resume: bool = RESUME,
-    quiet: bool = QUIET,
-) -> None:
-    options = config_options(locals(), ("files", "valid", "vocab_from"))
+@takes(
+    param("files", list[Path], typer.Argument(
+        ..., help="NLI training files (.jsonl, .txt, .gz).")),
+    shared.OUT, shared.VALID, shared.VALID_FRACTION, shared.HIDDEN, shared.WORD_DIM, *shared.WORDS,
+    *shared.VOCAB_FROM, *shared.CLASSIFIER, shared.MAX_LEN, shared.BATCH_SIZE, shared.LR,
+    param("epochs", int, typer.Option(NLITrainConfig.epochs,
+                                      help="Passes over the training pairs.")),
+    shared.MAX_STEPS, *shared.HARDWARE, shared.SEED, *every(NLITrainConfig), *shared.PROCESSES,
+    *shared.SESSION,
+)
+def train_nli_command(**arguments: Any) -> None:
     # imported here, not at the top: torch loads only once the line is parsed
     from qtsearch.training.nli import train_nli
 
-    config = NLITrainConfig(train=options.pop("files"), **options)
-    out.print(train_nli(config, resume=resume, reporter=RichReporter(not quiet, err)).summary())
+    train_and_report(train_nli, NLITrainConfig, arguments)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,39 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from qtsearch.app.commands.common import err, out
-from qtsearch.app.commands.train_options import (
-    BATCHES_PER_STEP,
-    DATA,
-    DEVICE,
-    EVAL_FILTER,
-    GLOVE_WORDS,
-    HARD_NEGATIVES,
-    HIDDEN,
-    MAX_LEN,
-    MAX_STEPS,
-    NEGATION_SCOPE,
-    NEGATIONS,
-    NPROC,
-    OUT,
-    PAIR_ENCODER,
-    PAIRS_SCALE,
-    PAIRS_VAL_BATCHES,
-    PRECISION,
-    QUIET,
-    RESUME,
-    SEED,
-    TRAIN_WORDS,
-    VOCAB_FROM,
-    VOCAB_FROM_WORDS,
-    WORD_VECTORS,
-    config_options,
-    default,
-)
-from qtsearch.app.progress import RichReporter
+from qtsearch.app.commands import train_options as shared
+from qtsearch.app.commands.train_options import default, every, param, takes, train_and_report
 from qtsearch.encoders.kinds import WORD_VECTOR_DIMS
 from qtsearch.training.configs import PairsTrainConfig
 
@@ -59,53 +32,32 @@ HELP = (
 )
 
 
-def train_pairs_command(
-    files: list[Path] = typer.Argument(..., help="Pair files (captions, NLI)."),
-    out_dir: Path = OUT,
-    valid: list[Path] = typer.Option(default(PairsTrainConfig, "valid"),
-                                     help="Validation pair file (repeatable)."),
-    valid_fraction: float = typer.Option(
+@takes(
+    param("files", list[Path], typer.Argument(..., help="Pair files (captions, NLI).")),
+    shared.OUT,
+    param("valid", list[Path], typer.Option(default(PairsTrainConfig, "valid"),
+                                            help="Validation pair file (repeatable).")),
+    param("valid_fraction", float, typer.Option(
         PairsTrainConfig.valid_fraction,
-        help="Share of distinct anchors held out when no --valid is given."),
-    hidden: int = HIDDEN,
-    word_dim: int = typer.Option(PairsTrainConfig.word_dim,
-                                 help="Trainable word embeddings concatenated to GloVe."),
-    glove_words: int = GLOVE_WORDS,
-    encoder: str = PAIR_ENCODER,
-    negation_scope: bool = NEGATION_SCOPE,
-    word_vectors: str = WORD_VECTORS,
-    train_words: int = TRAIN_WORDS,
-    vocab_from: list[Path] = VOCAB_FROM,
-    vocab_from_words: int = VOCAB_FROM_WORDS,
-    max_len: int = MAX_LEN,
-    batch_size: int = typer.Option(PairsTrainConfig.batch_size,
-                                   help="Pairs per step (each anchor's candidates)."),
-    pairs_scale: float = PAIRS_SCALE,
-    pairs_val_batches: int = PAIRS_VAL_BATCHES,
-    hard_negatives: bool = HARD_NEGATIVES,
-    negations: bool = NEGATIONS,
-    lr: float = typer.Option(PairsTrainConfig.lr, help="Adam learning rate."),
-    epochs: int = typer.Option(PairsTrainConfig.epochs, help="Passes over the training pairs."),
-    max_steps: int | None = MAX_STEPS,
-    data: Path | None = DATA,
-    eval_filter: bool = EVAL_FILTER,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    seed: int = SEED,
-    val_every: int = typer.Option(PairsTrainConfig.val_every, help="Validate every N steps."),
-    checkpoint_every: int = typer.Option(PairsTrainConfig.checkpoint_every,
-                                         help="Checkpoint every N steps."),
-    batches_per_step: int | None = BATCHES_PER_STEP,
-    nproc: int = NPROC,
-    resume: bool = RESUME,
-    quiet: bool = QUIET,
-) -> None:
-    options = config_options(locals(), ("files", "valid", "vocab_from"))
+        help="Share of distinct anchors held out when no --valid is given.")),
+    shared.HIDDEN,
+    param("word_dim", int, typer.Option(PairsTrainConfig.word_dim,
+                                        help="Trainable word embeddings concatenated to GloVe.")),
+    *shared.WORDS, *shared.VOCAB_FROM, shared.MAX_LEN,
+    param("batch_size", int, typer.Option(PairsTrainConfig.batch_size,
+                                          help="Pairs per step (each anchor's candidates).")),
+    *shared.PAIRS_TASK,
+    param("lr", float, typer.Option(PairsTrainConfig.lr, help="Adam learning rate.")),
+    param("epochs", int, typer.Option(PairsTrainConfig.epochs,
+                                      help="Passes over the training pairs.")),
+    shared.MAX_STEPS, *shared.EVAL_DATA, *shared.HARDWARE, shared.SEED, *every(PairsTrainConfig),
+    *shared.PROCESSES, *shared.SESSION,
+)
+def train_pairs_command(**arguments: Any) -> None:
     # imported here, not at the top: torch loads only once the line is parsed
     from qtsearch.training.pairs import train_pairs
 
-    config = PairsTrainConfig(train=options.pop("files"), **options)
-    out.print(train_pairs(config, resume=resume, reporter=RichReporter(not quiet, err)).summary())
+    train_and_report(train_pairs, PairsTrainConfig, arguments)
 
 
 def register(app: typer.Typer) -> None:

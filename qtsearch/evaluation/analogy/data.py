@@ -7,7 +7,6 @@ pool, or an encoder could tell a rewrite from a Yelp sentence by its spelling al
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -77,12 +76,3 @@ def load_rewrites(data_dir: Path | None = None) -> list[tuple[str, str]]:
                 continue  # no rewrite, no analogy
             out.append((source, rewrite) if label == 0 else (rewrite, source))
     return out
-
-
-def pool_digest(sentences: list[str]) -> str:
-    """A short hash of the pool's sentences in order (part of the encoding cache key)."""
-    h = hashlib.sha256()
-    for s in sentences:
-        h.update(s.encode("utf-8"))
-        h.update(b"\n")
-    return h.hexdigest()[:16]

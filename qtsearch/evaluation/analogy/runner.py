@@ -20,8 +20,9 @@ from qtsearch.core.errors import InputError
 from qtsearch.core.paths import cache_dir
 from qtsearch.encoders.base import SentenceEncoder, l2_normalize
 from qtsearch.evaluation.analogy.build import QUESTIONS, SENTIMENT, AnalogyTuple
-from qtsearch.evaluation.analogy.data import load_yelp, pool_digest, unique
+from qtsearch.evaluation.analogy.data import load_yelp, unique
 from qtsearch.evaluation.analogy.metrics import MODES, rank_answers, scores_by_group
+from qtsearch.text.digest import sentences_digest
 
 OVERALL = "overall"  # all word-analogy questions (the sentiment task is reported on its own)
 
@@ -82,7 +83,7 @@ def encode_pool(
     progress: Callable[[int], None] | None = None,
 ) -> tuple[np.ndarray, bool]:
     """The pool's unit-normalised vectors, and whether they came from the cache."""
-    path = pool_cache_path(encoder, pool_digest(pool))
+    path = pool_cache_path(encoder, sentences_digest(pool))
     if use_cache and path.is_file():
         vectors = np.load(path, allow_pickle=False)
         if vectors.shape == (len(pool), encoder.dim):

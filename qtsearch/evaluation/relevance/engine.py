@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from qtsearch.core.errors import InputError, UsageError
+from qtsearch.core.errors import InputError
 from qtsearch.evaluation.registry import Registry
 
 #: Hits scored per query.
@@ -86,40 +86,13 @@ class RelevanceTask(ABC):
             raise InputError(f"{self.name}: no relevant pair in the data")
 
 
-_REGISTRY: Registry[RelevanceTask] = Registry("qtsearch.evaluation.relevance.tasks")
+_REGISTRY: Registry[RelevanceTask] = Registry("qtsearch.evaluation.relevance.tasks",
+                                              GROUP_ORDER, "relevance task")
 TASKS = _REGISTRY.tasks
 register = _REGISTRY.register
 discover = _REGISTRY.discover
-
-
-def task_names() -> list[str]:
-    """All task names in table order (group order, then registration order)."""
-    def rank(cls: type[RelevanceTask]) -> int:
-        return GROUP_ORDER.index(cls.group) if cls.group in GROUP_ORDER else len(GROUP_ORDER)
-
-    return [cls.name for cls in sorted(discover().values(), key=rank)]
-
-
-def resolve_tasks(specs: Sequence[str]) -> list[type[RelevanceTask]]:
-    """Task classes for names, group names and "all" (comma-separated allowed), in table
-    order, each once; an unknown name is a UsageError listing the valid ones."""
-    tasks = discover()
-    groups = {cls.group for cls in tasks.values()}
-    chosen: set[str] = set()
-    for raw in (part.strip() for spec in specs for part in spec.split(",")):
-        key = raw.lower()
-        if key == "all":
-            chosen.update(tasks)
-        elif key in groups:
-            chosen.update(k for k, c in tasks.items() if c.group == key)
-        elif key in tasks:
-            chosen.add(key)
-        elif key:
-            raise UsageError(f"unknown relevance task {raw!r}; choose from all, "
-                             f"{', '.join(sorted(groups))}, {', '.join(task_names())}")
-    if not chosen:
-        raise UsageError("no relevance task chosen (--tasks)")
-    return [tasks[n.lower()] for n in task_names() if n.lower() in chosen]
+task_names = _REGISTRY.names
+resolve_tasks = _REGISTRY.resolve
 
 
 def load_tasks(config: RelevanceConfig, data_dir: Path) -> list[RelevanceTask]:
