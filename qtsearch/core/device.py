@@ -6,6 +6,8 @@ that runs without torch (qtsearch.encoders.mean) never loads it (~2.4 s).
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -33,6 +35,22 @@ class Cpu:
 def check_device(name: str) -> None:
     if name not in DEVICES:
         raise UsageError(f"--device must be one of {', '.join(DEVICES)}, not {name!r}")
+
+
+#: Device files an NVIDIA driver makes (Linux; WSL's GPU shows as /dev/dxg). Where none is
+#: there torch cannot see a CUDA GPU either.
+NVIDIA_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg")
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA GPU, answered without importing torch (~1.5 s, a third of a
+    20k-sentence build) on a Linux machine with no NVIDIA device file."""
+    if sys.platform.startswith("linux") and "torch" not in sys.modules and not any(
+            os.path.exists(f) for f in NVIDIA_DEVICE_FILES):
+        return False
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def resolve_device(name: str = "auto") -> torch.device:

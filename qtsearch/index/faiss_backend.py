@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import faiss
 import numpy as np
 
+from qtsearch.core.device import cuda_available
 from qtsearch.core.errors import IndexError_, OutputError, UsageError
 from qtsearch.index.fold import FOLD_FILE, Fold, Folder
 
@@ -35,9 +36,7 @@ faiss.cvar.distance_compute_blas_threshold = BLAS_THRESHOLD
 
 def gpu_available() -> bool:
     """True when torch sees a CUDA GPU (the index stage's GPU work runs through torch)."""
-    import torch
-
-    return torch.cuda.is_available()
+    return cuda_available()
 
 
 def resolve_faiss_device(device: str) -> str:

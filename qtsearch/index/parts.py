@@ -16,10 +16,8 @@ from pathlib import Path
 
 import faiss
 import numpy as np
-import torch
 
-from qtsearch.index.faiss_backend import ivf_of, open_faiss_index, write_faiss_index
-from qtsearch.index.gpu import assign_numpy
+from qtsearch.index.faiss_backend import gpu_available, ivf_of, open_faiss_index, write_faiss_index
 
 
 def mergeable(index: faiss.Index) -> bool:
@@ -66,11 +64,14 @@ def fill_part(trained: Path, vectors: np.ndarray, first_id: int, out: Path,
         index.add(x)
     else:
         ids = np.arange(first_id, first_id + x.shape[0], dtype=np.int64)
-        device = torch.device("cuda") if gpu and torch.cuda.is_available() else None
-        if device is None:
+        if not (gpu and gpu_available()):
             ivf.add_with_ids(x, ids)
         else:
-            centroids = torch.from_numpy(ivf.quantizer.reconstruct_n(0, ivf.nlist)).to(device)
+            import torch  # only a GPU part needs it (~1.5 s to import)
+
+            from qtsearch.index.gpu import assign_numpy
+
+            centroids = torch.from_numpy(ivf.quantizer.reconstruct_n(0, ivf.nlist)).to("cuda")
             assign = assign_numpy(x, centroids)
             ivf.add_core(x.shape[0], faiss.swig_ptr(x), faiss.swig_ptr(ids),
                          faiss.swig_ptr(assign))

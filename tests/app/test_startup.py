@@ -100,6 +100,20 @@ def test_a_one_shot_search_with_the_mean_model_never_imports_torch(emma_index: P
     assert {"faiss", "numpy"} <= set(loaded)  # the probe sees what a search does load
 
 
+def test_a_cpu_build_with_the_mean_model_never_imports_torch(emma_lines: Path,
+                                                            tmp_path: Path) -> None:
+    """Embedding runs in numpy, and the index stage asks for a GPU without torch where the
+    machine has no NVIDIA device file: torch's import (~1.5 s) was a third of a 20k-sentence
+    build. On a machine with one, torch is asked, as it must be."""
+    from qtsearch.core.device import NVIDIA_DEVICE_FILES
+
+    argv = ["build-index", str(emma_lines), "-o", str(tmp_path / "emma"), "-q"]
+    loaded = heavy_imports([argv])
+    assert (tmp_path / "emma" / "manifest.json").is_file()
+    gpu_machine = any(Path(f).exists() for f in NVIDIA_DEVICE_FILES)
+    assert ("torch" in loaded) == gpu_machine, loaded
+
+
 def test_numpy_vectors_of_the_mean_model_are_torchs(emma_lines: Path, tmp_path: Path) -> None:
     """Same vectors within 1e-6 and the same fingerprint: an index built with either encoder
     opens with the other. (The shipped model without its pieces table: with one, words
