@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from qtsearch.core.allocator import keep_freed_memory
 from qtsearch.core.device import autocast_dtype, resolve_device
 from qtsearch.core.errors import Interrupted, UsageError
 from qtsearch.core.progress import Reporter
@@ -295,6 +296,7 @@ class Loop:
     # ----- the loop ---------------------------------------------------------------------
     def run(self, resume: bool = False) -> RunResult:
         cfg, main = self.cfg, self.rt.world.main
+        keep_freed_memory()
         step = self.start(resume)
         log_row = MetricsLog(self.out, step, self.display.note) if main else (lambda row: None)
         first = last = None
