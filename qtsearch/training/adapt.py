@@ -368,7 +368,8 @@ def adapt_once(config: AdaptConfig, reporter: Reporter | None = None) -> AdaptRe
             same_run(saved["config"], config, saved.get("data", {}),
                      {"corpus_signature": corpus_signature(config.corpus)})
             resume = True
-        except UsageError as e:
+        except UsageError:
             if reporter is not None:
-                reporter.note(f"{config.out}: adapting anew ({e})")
+                reporter.note(f"{config.out} holds an adaptation of other files or with other "
+                              "options: adapting anew")
     return adapt(config, resume=resume, reporter=reporter)
