@@ -148,6 +148,11 @@ def test_build_index_adapt_adapts_once_and_indexes_with_the_adapted_model(
     title = json.loads(corpus.read_text().splitlines()[7])["title"]
     found = cli("search", str(index), title, "-k", "3", "--json")
     assert found.returncode == 0 and title in found.stdout, found.stderr
+    # other files: the folder's adaptation is replaced by one of them
+    corpus.write_text("".join(abstracts.read_text().splitlines(keepends=True)[:210]))
+    changed = cli(*args, "--overwrite")
+    assert changed.returncode == 0, changed.stderr
+    assert json.loads((model / "config.json").read_text())["train"]["adapt_documents"] == 210
 
 
 @pytest.mark.slow
