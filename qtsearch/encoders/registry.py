@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeAlias
 
-from qtsearch.core.device import check_device, resolve_device
+from qtsearch.core.device import check_device, cuda_available
 from qtsearch.core.errors import ModelError
 from qtsearch.core.paths import cache_dir
 from qtsearch.encoders.base import SentenceEncoder, default_model_path
@@ -42,16 +42,16 @@ def load_encoder(
 
     A mean-of-words model on the CPU is encoded in numpy (`MeanEncoder`: the same vectors
     within 1e-6, faster than torch on batches, and torch is never imported); `device` "cpu"
-    decides that without torch, "auto" asks torch whether a GPU is there. A mean model with a
-    pieces table (an open vocabulary, qtsearch.encoders.pieces) is `MeanEncoder` on every
-    device: its composed words are rows that only the numpy table has."""
+    decides that without torch, "auto" asks `cuda_available` whether a GPU is there. A mean
+    model with a pieces table (an open vocabulary, qtsearch.encoders.pieces) is `MeanEncoder`
+    on every device: its composed words are rows that only the numpy table has."""
     if isinstance(path, str) and path in EXTERNAL_ENCODERS:
         return load_external(path, device)
     folder = Path(path) if path is not None else default_model_path()
     check_device(device)
     if config_fields(read_config(folder)).encoder == "mean" and (
             device == "cpu" or (folder / PIECES).is_file()
-            or resolve_device(device).type == "cpu"):
+            or (device == "auto" and not cuda_available())):
         return MeanEncoder(folder)
     return Encoder(folder, device=device, precision=precision)
 
