@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The default model trained for search (issue 21): one shared encoder trained GenSen-style on
-# four tasks at once, the task of each step drawn in proportion to the tasks' batches per epoch.
+# The default model trained for search: one shared encoder trained GenSen-style on
+# five tasks at once, the task of each step drawn in proportion to the tasks' batches per epoch.
 #
 # Encoder (ENCODER, default mean): the mean of trainable 256-d word vectors, started from the
 # word vectors of a model2vec model distilled offline from all-MiniLM-L6-v2 (--word-vectors
@@ -18,6 +18,11 @@
 #     NEGATIONS=0 to leave them out); every pair sharing a sentence with sts/ (STS 2012-16,
 #     STS-B, SICK, MSRP) dropped, and no negation that is such a sentence; Multi30k val
 #     validates;
+#   - qa (batches of QA_BATCH_SIZE, 256): SQuAD v1.1 train's training articles (one article in
+#     ten is held out for `qtsearch bench retrieval`) and MedQuAD, each question contrasted with
+#     the sentence holding its answer, the paragraph's closest other sentence (SQuAD) or the
+#     answer to another question on the same focus (MedQuAD) as a near miss; QA_TASK=0 leaves
+#     it out;
 #   - teacher: TEACHER_SENTENCES sentences spread over every tenth training book (74) and the
 #     100 Wikipedia shards of wikipedia/AB (not the QT corpus), whose
 #     all-MiniLM-L6-v2 vectors the encoder matches through a linear head. The teacher vectors
@@ -61,11 +66,16 @@ if [ "${PAIRS_TASK:-1}" = 1 ]; then
   PAIRS+=(--pairs-valid "$ROOT/pairs/multi30k/val.1.en.gz")
   if [ "${NEGATIONS:-1}" = 1 ]; then PAIRS+=(--negations); fi
 fi
+QA=()
+if [ "${QA_TASK:-1}" = 1 ]; then
+  QA=(--qa "$ROOT/squad/train-v1.1.json.gz" --qa "$ROOT/medquad/medquad.jsonl.gz"
+      --qa-batch-size "${QA_BATCH_SIZE:-256}")
+fi
 QT=()
 [ "${QT_TASK:-1}" = 1 ] && QT=("${WIKI[@]}" --split-sentences)
 NLI=()
 [ "${NLI_TASK:-1}" = 1 ] && NLI=(--nli "$ROOT/nli/ketm/data/snli/test.txt")
-qtsearch train-multitask "${QT[@]}" "${NLI[@]}" "${PAIRS[@]}" --data "$ROOT" \
+qtsearch train-multitask "${QT[@]}" "${NLI[@]}" "${PAIRS[@]}" "${QA[@]}" --data "$ROOT" \
   "${TEACHER[@]}" "${VOCAB[@]}" --vocab-size 30000 --vocab-from-words 40000 \
   --train-words 30000 --glove-words 0 --encoder "${ENCODER:-mean}" --word-vectors model2vec \
   --out "$OUT" --batch-size 128 --qt-batch-size 400 --pairs-batch-size 512 \

@@ -1,6 +1,7 @@
 """GenSen-style multi-task training (Subramanian et al. 2018): one shared sentence encoder
 learns from Quick-Thoughts on ordered text, from NLI pairs, given --pairs from paraphrase
-pairs and, given --teacher, from all-MiniLM-L6-v2's vectors of unlabelled sentences
+pairs, given --qa from questions and the sentences answering them (SQuAD, MedQuAD) and,
+given --teacher, from all-MiniLM-L6-v2's vectors of unlabelled sentences
 (`qtsearch train-multitask`).
 
 The shared encoder is InferSent's BiLSTM-max over frozen GloVe (or, `--encoder mean`, the mean
@@ -29,6 +30,7 @@ from qtsearch.core.progress import Reporter
 from qtsearch.encoders.nn.objective import BatchStats, qt_loss
 from qtsearch.text.datasets.nli import read_nli
 from qtsearch.text.datasets.pairs import read_pairs
+from qtsearch.text.datasets.qa import read_qa
 from qtsearch.training.checkpoint import writable_folder
 from qtsearch.training.configs import MultitaskConfig
 from qtsearch.training.distributed import first_rank_only
@@ -45,6 +47,7 @@ from qtsearch.training.pairs import (
     pair_sentences,
     pairs_split,
     pairs_task,
+    qa_split,
     without_eval_sentences,
 )
 from qtsearch.training.teacher import minilm_teacher, teacher_data, teacher_task
@@ -60,6 +63,7 @@ def multitask_loop(config: MultitaskConfig, reporter: Reporter | None = None) ->
     # bad input files fail before the corpus is tokenised
     nli_pairs = read_nli(config.train) if config.train else []
     paraphrases = read_pairs(config.pairs) if config.pairs else []
+    questions = read_qa(config.qa) if config.qa else []
     teacher = teacher_data(config, config.seed, display,
                            lambda: minilm_teacher(config.device)) if config.teacher else None
     blocks = corpus_blocks(config.corpus, Path(config.out), config.split_sentences,
@@ -84,6 +88,10 @@ def multitask_loop(config: MultitaskConfig, reporter: Reporter | None = None) ->
                             config, display)
         sentences += pair_sentences(pairs.train)
         facts |= pairs.facts
+    if questions:
+        qa = qa_split(questions, config.qa_valid_fraction, config.seed, config, display)
+        sentences += pair_sentences(qa.train)
+        facts |= qa.facts
     if teacher:
         sentences += teacher.sentences
         facts |= teacher.facts
@@ -110,6 +118,9 @@ def multitask_loop(config: MultitaskConfig, reporter: Reporter | None = None) ->
     if paraphrases:
         tasks.append(pairs_task(config, pairs, vocab, config.max_len, tokens,
                                 config.pairs_batch_size, config.seed, encoder, runtime))
+    if questions:
+        tasks.append(pairs_task(config, qa, vocab, config.max_len, tokens, config.qa_batch_size,
+                                config.seed, encoder, runtime, "qa"))
     if teacher:
         tasks.append(teacher_task(config, teacher, vocab, config.max_len, tokens, config.seed,
                                   encoder, runtime))

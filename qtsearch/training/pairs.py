@@ -70,6 +70,23 @@ def pairs_split(pairs: list[Pair], valid_files: list[str], fraction: float, seed
                                 "pairs_dropped_valid": dropped_valid, **negations})
 
 
+def qa_split(pairs: list[Pair], fraction: float, seed: int, options: PairsOptions,
+             display: Reporter) -> Split[Pair]:
+    """Question → answer pairs for the qa task: evaluation sentences dropped, a share of the
+    questions held out for validation (pairs sharing a sentence with them dropped)."""
+    pairs, dropped_eval, where = without_eval_sentences(pairs, options)
+    train, valid = hold_out(pairs, lambda p: p.anchor, Pair.sentences, fraction, seed,
+                            "questions")
+    negatives = sum(p.negative is not None for p in train)
+    dropped_valid = len(pairs) - len(train) - len(valid)
+    display.note(f"qa: {len(train):,} training pairs ({negatives:,} with a near miss), "
+                 f"{len(valid):,} validation pairs; dropped for sharing a sentence: "
+                 f"{dropped_eval:,} {where}, {dropped_valid:,} with validation")
+    return Split(train, valid, {"qa_train": len(train), "qa_valid": len(valid),
+                                "qa_negatives": negatives, "qa_dropped_eval": dropped_eval,
+                                "qa_dropped_valid": dropped_valid})
+
+
 def pair_sentences(pairs: list[Pair]) -> Iterator[str]:
     for p in pairs:
         yield from p.sentences()
@@ -77,12 +94,12 @@ def pair_sentences(pairs: list[Pair]) -> Iterator[str]:
 
 def pairs_task(options: PairsOptions, split: Split[Pair], vocab: Vocab, max_len: int,
                tokens: Callable[[str], list[str]], batch_size: int, seed: int,
-               encoder: nn.Module, runtime: Runtime) -> PairsTask:
-    """The pairs task on the encoded pairs."""
+               encoder: nn.Module, runtime: Runtime, name: str = "pairs") -> PairsTask:
+    """The pairs task (or, named "qa", the question-answer task) on the encoded pairs."""
     train, valid = (PairSet.encode(s, vocab, max_len, tokens, options.hard_negatives)
                     for s in (split.train, split.valid))
     return PairsTask(train, valid, batch_size, seed, encoder, options.pairs_scale,
-                     options.pairs_val_batches, runtime)
+                     options.pairs_val_batches, runtime, name)
 
 
 def pairs_loop(config: PairsTrainConfig, reporter: Reporter | None = None) -> Loop:

@@ -54,6 +54,17 @@ HELP = (
                                                   help="Pairs validation file (repeatable).")),
     param("pairs_batch_size", int, typer.Option(MultitaskConfig.pairs_batch_size,
                                                 help="Pairs per pairs step.")),
+    param("qa", list[Path], typer.Option(
+        default(MultitaskConfig, "qa"),
+        help="Question-answer file for the qa task (repeatable): SQuAD JSON (its training "
+        "articles; one in ten is held out for `bench retrieval`) or MedQuAD JSON Lines. "
+        "Questions are contrasted with the sentences answering them, near misses as "
+        "negatives.")),
+    param("qa_batch_size", int, typer.Option(MultitaskConfig.qa_batch_size,
+                                             help="Question-answer pairs per qa step.")),
+    param("qa_valid_fraction", float, typer.Option(
+        MultitaskConfig.qa_valid_fraction,
+        help="Share of distinct questions held out to validate the qa task.")),
     param("teacher", list[Path], typer.Option(
         default(MultitaskConfig, "teacher"),
         help="Text file or folder (running text or WikiExtractor) for the teacher task "

@@ -141,6 +141,11 @@ class MultitaskConfig(NLITrainConfig, PairsOptions, TeacherOptions):
     pairs: list[str] = field(default_factory=list)  # none: no pairs task
     pairs_valid: list[str] = field(default_factory=list)
     pairs_batch_size: int = 128
+    qa: list[str] = field(default_factory=list)  # none: no question-answer task
+    qa_batch_size: int = 256
+    # a SQuAD answer sentence serves several questions and every pair sharing a sentence with
+    # validation is dropped: a small share keeps most of the training pairs
+    qa_valid_fraction: float = 0.02
     # one pass over every task's batches (NLI alone defaults to 5)
     epochs: int = 1
 
@@ -155,12 +160,14 @@ class MultitaskConfig(NLITrainConfig, PairsOptions, TeacherOptions):
 
     def check(self) -> None:
         super().check()
-        if not (self.corpus or self.train or self.pairs or self.teacher):
+        if not (self.corpus or self.train or self.pairs or self.qa or self.teacher):
             raise UsageError("give at least one task's data: a corpus for Quick-Thoughts, "
-                             "--nli, --pairs or --teacher")
+                             "--nli, --pairs, --qa or --teacher")
+        if not 0 < self.qa_valid_fraction < 1:
+            raise UsageError("--qa-valid-fraction must be in (0, 1)")
         if self.schedule not in TASK_SCHEDULES:
             raise UsageError(f"--schedule must be one of {', '.join(TASK_SCHEDULES)}")
         check_context(self.context)
         self.check_pairs()
         self.check_teacher()
-        self.check_run(("qt_batch_size", "qt_val_blocks", "pairs_batch_size"))
+        self.check_run(("qt_batch_size", "qt_val_blocks", "pairs_batch_size", "qa_batch_size"))

@@ -59,12 +59,14 @@ class PairSet:
 class PairsTask:
     """See `loop.Task`."""
 
-    name = "pairs"
     metric = "in-batch retrieval accuracy"
     baseline = "chance"
 
     def __init__(self, train: PairSet, valid: PairSet, batch_size: int, seed: int,
-                 encoder: nn.Module, scale: float, val_batches: int, runtime: Runtime):
+                 encoder: nn.Module, scale: float, val_batches: int, runtime: Runtime,
+                 name: str = "pairs"):
+        # "pairs" for paraphrases, "qa" for questions and their answers: one loss, two tasks
+        self.name = name
         self.train, self.valid, self.seed = train, valid, seed
         self.encoder, self.scale, self.rt = encoder, scale, runtime
         self.batch_size = min(batch_size, len(train))
