@@ -11,15 +11,19 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON via a temporary file and rename, so a reader never sees half a file."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write text via a temporary file and rename, so a reader never sees half a file."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, sort_keys=True)
-        fh.write("\n")
+        fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON atomically (`write_text_atomic`)."""
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def with_umask(path: str | os.PathLike) -> None:

@@ -42,7 +42,13 @@ from qtsearch.search.hits import FETCH_PER_RESULT, UNITS, Hit, Record, Results, 
 from qtsearch.search.lexical import LexicalSearch
 from qtsearch.search.opening import check_dims, model_for, read_through
 from qtsearch.search.rerank import Reranker
-from qtsearch.search.words import composed_note, note_for, unknown_words, vocabulary
+from qtsearch.search.words import (
+    composed_note,
+    note_for,
+    stop_words_note,
+    unknown_words,
+    vocabulary,
+)
 
 log = logging.getLogger("qtsearch")
 MODES = ("hybrid", "semantic", "lexical")
@@ -242,6 +248,9 @@ class Index:
         lexical = self._lexical_legs(texts, fetch, flt, mode) if mode != "semantic" else None
         unknown = [unknown_words(self.encoder, t) if mode != "lexical" else [] for t in texts]
         notes = [note_for(t, u, mode) for t, u in zip(texts, unknown, strict=True)]
+        # a lexical leg matching stop-words only ranks noise: noted, and kept out of hybrid
+        stop_only = [mode != "semantic" and self.lexical is not None
+                     and self.lexical.stop_words_only(t) for t in texts]
         if mode == "semantic":
             for t in texts:
                 self._check_query(t)  # a query of unknown words only has no vector at all
@@ -262,7 +271,7 @@ class Index:
             lex = lexical()
         ranked = []
         for row in range(len(texts)):
-            if mode == "semantic":
+            if mode == "semantic" or (stop_only[row] and row in semantic):
                 ranked.append((semantic[row], {"semantic": semantic[row]}))
             elif row not in semantic:
                 ranked.append((lex[row], {"lexical": lex[row]}))
@@ -270,8 +279,9 @@ class Index:
                 ranked.append(self._fuse(semantic[row], lex[row], fetch,
                                          vectors[vector_rows.index(row)]))
         # a query leaning on composed words keeps its semantic leg; its note says so
-        return self._hits(ranked, k, [n or composed_note(self.encoder, t, mode)
-                                      for n, t in zip(notes, texts, strict=True)])
+        return self._hits(ranked, k, [
+            n or (stop_words_note(t, mode) if s else composed_note(self.encoder, t, mode))
+            for n, t, s in zip(notes, texts, stop_only, strict=True)])
 
     def _lexical_legs(self, texts: list[str], fetch: int, flt: Filter,
                       mode: str) -> Callable[[], list[Leg]]:

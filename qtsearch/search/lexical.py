@@ -160,6 +160,13 @@ class LexicalSearch:
             return " OR ".join(fts_phrase(w) for w in chosen), True
         return " AND ".join(fts_phrase(w) for _, w in found), False
 
+    def stop_words_only(self, text: str) -> bool:
+        """Whether no word of `text` but its stop-words occurs in the index (known exactly
+        where the index has BM25 files): whatever BM25 then finds shares only function words
+        with the query ("bad weather on holiday" → "Meeting with the plumber on Tuesday")."""
+        return (self.bm25 is not None and bool(query_words(text))
+                and not self.bm25.ids_of(self.bm25.query_terms(text)))
+
     def search(self, text: str, k: int, clause: str = "",
                params: Sequence[Any] = ()) -> list[tuple[int, float]]:
         """(id, BM25) of the best `k` rows for `text`, best first (rows matching `clause`)."""

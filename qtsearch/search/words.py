@@ -73,3 +73,11 @@ def note_for(text: str, unknown: list[str], mode: str) -> str | None:
             else "its semantic results are unreliable")
     return (f"{len(unknown)} of the {len(words)} words of {text!r} are unknown to the model "
             f"({shown}): {what}")
+
+
+def stop_words_note(text: str, mode: str) -> str:
+    """The line for a query whose only words in the index are stop-words: hybrid search
+    leaves its lexical leg out, lexical search says what its hits have in common."""
+    what = ("ranked by meaning alone" if mode == "hybrid"
+            else "its hits share only such words with it")
+    return f"no word of {text!r} but stop-words occurs in the index: {what}"

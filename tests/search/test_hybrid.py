@@ -324,3 +324,25 @@ def test_an_index_of_the_old_format_still_opens(shared_data, tiny_model, tmp_pat
         stored = idx.backend.reconstruct(np.arange(idx.count))
         want = np.argsort(-(stored @ idx.encoder.encode([query], normalize=True)[0]))[:5]
         assert _ids(idx.search(query, k=5)[0]) == want.tolist()
+
+
+def test_a_query_matching_only_stop_words_is_noted_and_ranked_by_meaning_alone(index):
+    """BM25 over function words ranks noise with confident scores: hybrid leaves that leg out
+    (every hit semantic only, in the semantic mode's order) and both modes say why."""
+    text = "xyzzyq plughq on the of"
+    assert index.lexical.stop_words_only(text)
+    hybrid = index.search(text, k=5, mode="hybrid")[0]
+    semantic = index.search(text, k=5, mode="semantic")[0]
+    assert [h.id for h in hybrid] == [h.id for h in semantic]
+    assert all(set(h.legs) == {"semantic"} for h in hybrid)
+    assert "stop-words" in hybrid.note and "meaning alone" in hybrid.note
+    lexical = index.search(text, k=5, mode="lexical")[0]
+    assert lexical and "stop-words" in lexical.note
+    assert semantic.note is None or "stop-words" not in semantic.note
+
+
+def test_a_query_with_one_indexed_content_word_keeps_its_lexical_leg(index):
+    hits = index.search("Hartfield on the of", k=5, mode="hybrid")[0]
+    assert not index.lexical.stop_words_only("Hartfield on the of")
+    assert hits.note is None or "stop-words" not in hits.note
+    assert any("lexical" in h.legs for h in hits)

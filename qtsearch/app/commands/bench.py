@@ -255,44 +255,56 @@ def relevance(
     out.print(view)
 
 
-RETRIEVAL_HELP = _paragraphs("""Document retrieval on BEIR-format collections, through the
-engine: each corpus.jsonl(.gz) is indexed as records (`build-index`, passages of
---passage-words words that start with their title) and every query searched by document
-(`search --by doc`), one at a time.
+RETRIEVAL_HELP = _paragraphs("""Retrieval through the engine, systems side by side: documents
+on BEIR-format collections and answer sentences on SQuAD-format files.
 
-Reported per collection and system: nDCG@10 (graded gains, as BEIR), recall@100, MRR@10 and
-the query's p50 in ms (k=100 documents, one query a call, after warm-up). Systems: every mode
-of each --model, the semantic mode of each --baselines encoder, and BM25 (the lexical mode)
-once; the published test-split figures of BM25 and all-MiniLM-L6-v2 are printed beside for
-orientation. The split defaults to the first of dev, train, test the collection has: tune on
-development splits, keep the test queries held out. Indexes are cached per corpus, encoder,
-passage size and build code under $QTSEARCH_CACHE/retrieval: a rerun only searches.""")
+A BEIR folder's corpus.jsonl(.gz) is indexed as records (`build-index`, passages of
+--passage-words words that start with their title) and every query searched by document
+(`search --by doc`); reported: nDCG@10 (graded gains, as BEIR), recall@100 and MRR@10, with the
+published test-split figures of BM25 and all-MiniLM-L6-v2 beside for orientation.
+
+A SQuAD-format file (.json or .json.gz) is answer retrieval (ReQA): every sentence of the
+chosen articles' paragraphs is indexed (one paragraph a document) and each question searched
+for sentences; a hit is right when it is a sentence of the question's paragraph holding its
+answer. Reported: MRR@10, R@1 and R@5. Its split is dev (one article in ten by a hash of the
+title, never trained on by the shipped model), train or all.
+
+Both report each query's p50 in ms (one query a call, after warm-up). Systems: every mode of
+each --model, each --baselines encoder (NAME in semantic mode, NAME:MODE in that mode, e.g.
+minilm:hybrid for BM25 fused with MiniLM), and BM25 (the lexical mode) once. A BEIR split
+defaults to the first of dev, train, test the collection has: tune on development splits, keep
+the test queries held out. Indexes are cached per corpus, encoder, passage size and build code
+under $QTSEARCH_CACHE/retrieval: a rerun only searches.""")
 
 
 @bench_app.command("retrieval", help=RETRIEVAL_HELP)
 def retrieval(
     folders: list[Path] = typer.Argument(..., help="BEIR-format folders (corpus.jsonl[.gz], "
-                                                   "queries.jsonl, qrels/SPLIT.tsv)."),
+                                                   "queries.jsonl, qrels/SPLIT.tsv) or "
+                                                   "SQuAD-format files (.json[.gz])."),
     models: list[str] = MODELS_EVERY_MODE,
-    baselines: str = typer.Option("minilm,model2vec",
-                                  help="Comma-separated encoders run in semantic mode (glove, "
-                                       "minilm, model2vec or model folders); 'none' for none."),
+    baselines: str = typer.Option("minilm,minilm:hybrid,model2vec",
+                                  help="Comma-separated encoders (glove, minilm, model2vec or "
+                                       "model folders) run in semantic mode, or NAME:MODE; "
+                                       "'none' for none."),
     systems: str | None = typer.Option(None, help="Exact systems instead, MODEL:MODE "
                                                   "comma-separated (e.g. default:hybrid)."),
-    split: str | None = typer.Option(None, help="Judgments to score (default: dev, else "
-                                                "train, else test)."),
+    split: str | None = typer.Option(None, help="BEIR: judgments to score (default: dev, else "
+                                                "train, else test); SQuAD: articles (dev, "
+                                                "train or all; default dev)."),
     passage_words: int = typer.Option(PASSAGE_WORDS, help="Words per indexed passage "
                                                           "(0: one passage a document)."),
     as_json: bool = AS_JSON,
     markdown: Path | None = MARKDOWN,
-    chart: Path | None = typer.Option(None, help="Also draw nDCG@10 as a bar chart (PNG) here "
-                                                 "(needs the [plot] extra)."),
+    chart: Path | None = typer.Option(None, help="Also draw nDCG@10 (documents) and MRR@10 "
+                                                 "(answers) as a bar chart (PNG) here (needs "
+                                                 "the [plot] extra)."),
     rebuild: bool = REBUILD,
     device: str = DEVICE,
     quiet: bool = QUIET,
 ) -> None:
     from qtsearch.evaluation.retrieval import beir
-    from qtsearch.evaluation.retrieval.runner import draw_chart, run_benchmark
+    from qtsearch.evaluation.retrieval.runner import draw_chart, load_collection, run_benchmark
 
     if chart is not None:
         try:
@@ -301,17 +313,20 @@ def retrieval(
             raise UsageError("--chart needs matplotlib: pip install 'qtsearch[plot]'") from None
 
     chosen = chosen_systems(models, baselines, systems)
-    collections = [beir.load(f, split) for f in folders]
+    collections = [load_collection(f, split) for f in folders]
     run = run_benchmark(collections, chosen, passage_words, device, rebuild,
                         RichReporter(not quiet, err))
-    header = ["collection", "system", *beir.METRICS, "p50 ms"]
+    metrics = list(dict.fromkeys(m for coll in collections for m in coll.metrics))
+    header = ["collection", "system", *metrics, "p50 ms"]
     rows = []
     for coll in collections:
         for label, cell in run.results[coll.name].items():
             rows.append([f"{coll.name} ({coll.split}, {len(coll.queries)} q)", label,
-                         *(f"{cell[m]:.3f}" for m in beir.METRICS), f"{cell['p50_ms']:.1f}"])
+                         *(f"{cell[m]:.3f}" if m in cell else "" for m in metrics),
+                         f"{cell['p50_ms']:.1f}"])
         for label, figure in beir.PUBLISHED.get(coll.name, {}).items():
-            rows.append([f"{coll.name} (test, published)", label, f"{figure:.3f}", "", "", ""])
+            rows.append([f"{coll.name} (test, published)", label,
+                         *(f"{figure:.3f}" if m == "nDCG@10" else "" for m in metrics), ""])
     if markdown is not None:
         lines = ["| " + " | ".join(header) + " |",
                  "|" + "|".join(["---"] * 2 + ["---:"] * (len(header) - 2)) + "|",
@@ -322,7 +337,7 @@ def retrieval(
     if as_json:
         print_json(run.to_json())
         return
-    view = results_table("Retrieval (documents)", header)
+    view = results_table("Retrieval", header)
     for r in rows:
         view.add_row(*r)
     out.print(view)

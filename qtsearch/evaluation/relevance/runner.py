@@ -82,7 +82,11 @@ def parse_systems(models: Sequence[str], baselines: Sequence[str],
                                   int(depth) if depth else RERANK_DEPTH))
     else:
         systems = [System(m, mode) for m in models for mode in MODES]
-        systems += [System(b, "semantic") for b in baselines]
+        for b in baselines:  # NAME (semantic) or NAME:MODE
+            model, _, mode = b.partition(":")
+            if mode and mode not in MODES:
+                raise UsageError(f"--baselines {b!r}: mode must be one of {', '.join(MODES)}")
+            systems.append(System(model, mode or "semantic"))
     if not systems:
         raise UsageError("no system to evaluate: give --model, --baselines or --systems")
     first: dict[str, System] = {}

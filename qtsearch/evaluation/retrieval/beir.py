@@ -11,13 +11,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qtsearch.core.errors import InputError
+
+if TYPE_CHECKING:
+    from qtsearch.search.hits import Hit
 
 #: Splits tried, in order, when none is named: the development splits come first, so that a
 #: default run never scores (and nobody tunes on) a collection's test queries by accident.
 SPLIT_ORDER = ("dev", "train", "test")
 METRICS = ("nDCG@10", "R@100", "MRR@10")
+#: Documents ranked per query (recall@100 needs 100).
+DEPTH = 100
 #: Published nDCG@10 on the BEIR *test* splits (BEIR paper; MTEB), printed for orientation.
 PUBLISHED = {"scifact": {"BM25": 0.665, "all-MiniLM-L6-v2": 0.645},
              "nfcorpus": {"BM25": 0.325, "all-MiniLM-L6-v2": 0.316}}
@@ -32,6 +38,17 @@ class Collection:
     split: str
     queries: dict[str, str]
     qrels: dict[str, dict[str, int]]  # query id -> {document id: grade > 0}
+
+    by: str = "doc"  # queries find documents, each by its best passage
+    metrics: tuple[str, ...] = METRICS
+    depth: int = DEPTH
+    input_format: str = "records"
+    #: The corpus is cut into passages of the run's --passage-words.
+    keeps_passage_words: bool = True
+
+    def score(self, qid: str, hits: Sequence[Hit]) -> dict[str, float]:
+        """Every metric of METRICS for one query's hits (documents, best first)."""
+        return scores([h.doc_id for h in hits if h.doc_id is not None], self.qrels[qid])
 
 
 def _corpus_file(folder: Path) -> Path:

@@ -1,6 +1,8 @@
-"""Systems side by side on BEIR collections: one index per collection and model, built from the
-corpus file as records exactly as `qtsearch build-index corpus.jsonl.gz --model M` would, and
-every chosen mode searched by document (`search --by doc`), one query at a time (timed).
+"""Systems side by side on retrieval collections: one index per collection and model, built from
+the collection's corpus file exactly as `qtsearch build-index FILE --model M` would, and every
+chosen mode searched one query at a time (timed). BEIR collections (`beir.py`) are records
+searched by document (`search --by doc`); answer collections (`answers.py`, from a SQuAD-format
+file) are sentences, one paragraph a document, searched sentence by sentence.
 
 Systems are those of `qtsearch bench relevance` (qtsearch.evaluation.relevance.runner): each
 model in every mode, each baseline encoder in semantic mode, and "BM25 (lexical)" once.
@@ -16,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from qtsearch.core.errors import InputError, QTSearchError
 from qtsearch.core.paths import cache_dir
@@ -24,14 +26,38 @@ from qtsearch.core.progress import Reporter
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation.relevance.indexes import build_code_key, encoder_key
 from qtsearch.evaluation.relevance.runner import LEXICAL, System, WarningCounter
-from qtsearch.evaluation.retrieval.beir import METRICS, PUBLISHED, Collection, scores
+from qtsearch.evaluation.retrieval import answers, beir
 from qtsearch.index.manifest import read_manifest
 from qtsearch.indexing.pipeline import IndexConfig, build_index
 from qtsearch.search.engine import QUERY_PRECISION, Index
+from qtsearch.search.hits import Hit
 from qtsearch.text.records import PASSAGE_WORDS
 
-#: Documents ranked per query (recall@100 needs 100).
-DEPTH = 100
+
+class Collection(Protocol):
+    """What the runner needs of a collection: its corpus file and how to index it, its
+    queries, how to search them and how to score one query's hits."""
+
+    name: str
+    split: str
+    corpus: Path
+    by: str
+    metrics: tuple[str, ...]
+    depth: int
+    input_format: str
+    keeps_passage_words: bool
+
+    @property
+    def queries(self) -> dict[str, str]: ...
+
+    def score(self, qid: str, hits: Sequence[Hit]) -> dict[str, float]: ...
+
+
+def load_collection(path: str | Path, split: str | None = None) -> Collection:
+    """A BEIR folder, or a SQuAD-format file for answer retrieval (default split: dev)."""
+    if answers.is_answer_file(path):
+        return answers.load(path, split or "dev")
+    return beir.load(path, split)
 
 
 @dataclass
@@ -47,7 +73,7 @@ class RetrievalRun:
     def to_json(self) -> dict[str, Any]:
         return {"results": self.results, "builds": self.builds,
                 "collections": {c.name: {"split": c.split, "queries": len(c.queries),
-                                         "published_test_ndcg10": PUBLISHED.get(c.name, {})}
+                                         "published_test_ndcg10": beir.PUBLISHED.get(c.name, {})}
                                 for c in self.collections},
                 "systems": [{"label": s.label, "model": s.model, "mode": s.mode}
                             for s in self.systems],
@@ -63,6 +89,8 @@ def collection_index(coll: Collection, model: str | None, name: str, fingerprint
                      rebuild: bool = False,
                      reporter: Reporter | None = None) -> tuple[Path, bool]:
     """(index folder, whether it was built now) of the collection's corpus with `model`."""
+    if not coll.keeps_passage_words:
+        passage_words = 0
     digest = hashlib.sha256(
         f"{coll.corpus.resolve()}|{coll.corpus.stat().st_size}|{fingerprint}|{passage_words}|"
         f"{build_code_key()}".encode()).hexdigest()[:16]
@@ -74,28 +102,27 @@ def collection_index(coll: Collection, model: str | None, name: str, fingerprint
         except QTSearchError:
             pass
     build_index(IndexConfig(corpus=[str(coll.corpus)], model=model, out=str(folder),
-                            device=device, overwrite=True, input_format="records",
+                            device=device, overwrite=True, input_format=coll.input_format,
                             passage_words=passage_words), reporter=reporter)
     return folder, True
 
 
 def run_queries(index: Index, coll: Collection, mode: str,
                 advance: Callable[[int], None] | None = None) -> dict[str, float]:
-    """Every query of the collection, searched by document one at a time; a query the index
-    refuses (InputError, e.g. no known word in semantic mode) scores 0 and counts in
-    `failed`."""
-    totals = dict.fromkeys(METRICS, 0.0)
+    """Every query of the collection, searched one at a time as the collection asks (by
+    document or by sentence); a query the index refuses (InputError, e.g. no known word in
+    semantic mode) scores 0 and counts in `failed`."""
+    totals = dict.fromkeys(coll.metrics, 0.0)
     times, failed = [], 0
     with WarningCounter().attached():
         for qid, text in coll.queries.items():
             start = time.perf_counter()
             try:
-                hits = index.search([text], DEPTH, mode, by="doc")[0]
+                hits = index.search([text], coll.depth, mode, by=coll.by)[0]
             except InputError:
                 hits, failed = [], failed + 1
             times.append(time.perf_counter() - start)
-            ranked = [h.doc_id for h in hits if h.doc_id is not None]
-            for m, v in scores(ranked, coll.qrels[qid]).items():
+            for m, v in coll.score(qid, hits).items():
                 totals[m] += v
             if advance:
                 advance(1)
@@ -140,7 +167,8 @@ def run_benchmark(collections: Sequence[Collection], systems: Sequence[System],
 
 
 def draw_chart(run: RetrievalRun, path: Path) -> None:
-    """nDCG@10 per system, one group of bars per collection (matplotlib, the [plot] extra)."""
+    """Each collection's first metric (nDCG@10 for BEIR, MRR@10 for answers) per system, one
+    group of bars per collection (matplotlib, the [plot] extra)."""
     from matplotlib.figure import Figure
 
     labels = list(dict.fromkeys(label for cells in run.results.values() for label in cells))
@@ -148,13 +176,13 @@ def draw_chart(run: RetrievalRun, path: Path) -> None:
     ax = fig.add_subplot()
     width = 0.8 / max(len(labels), 1)
     for n, label in enumerate(labels):
-        values = [run.results[c.name].get(label, {}).get("nDCG@10", 0.0)
+        values = [run.results[c.name].get(label, {}).get(c.metrics[0], 0.0)
                   for c in run.collections]
         xs = [i + (n - (len(labels) - 1) / 2) * width for i in range(len(run.collections))]
         bars = ax.bar(xs, values, width, label=label)
         ax.bar_label(bars, fmt="%.3f", fontsize=7)
     ax.set_xticks(range(len(run.collections)),
-                  [f"{c.name} ({c.split})" for c in run.collections])
-    ax.set_ylabel("nDCG@10")
+                  [f"{c.name} ({c.split}, {c.metrics[0]})" for c in run.collections])
+    ax.set_ylabel("nDCG@10 (documents) · MRR@10 (answers)")
     ax.legend(fontsize=7, ncols=2)
     fig.savefig(path, dpi=120)

@@ -1,0 +1,105 @@
+"""Which BM25 weight should hybrid search give a model? Every test bed at once, each leg beside.
+
+Three kinds of index, each built with `build-index`'s code path (cached, shared with
+`qtsearch bench relevance` and `bench retrieval`) and searched through `Index.search`:
+- answer sentences: SQuAD's development articles (questions find the sentence holding their
+  answer; MRR@10), `--squad-questions` of them drawn at random;
+- paraphrases: the relevance benchmark's paraphrase tasks (STSB-train, STSB-dev, MSRP, SICK;
+  MRR@10, their mean);
+- documents: BEIR development splits (SciFact train, NFCorpus dev; nDCG@10, by document).
+For each, the semantic and lexical legs and hybrid at each weight: sentence weights on the
+sentence indexes, passage weights on the BEIR ones (whose rows are long enough for the engine
+to use its passage weight, `qtsearch.search.fusion.settings_for`). The rule to keep is the one
+whose hybrid never falls below its better leg on any test bed.
+
+    python benchmarks/hybrid_weights.py [--model MODEL] --sentence-weights 0.2 0.3 0.4 0.5 \
+        --passage-weights 0.6 0.7
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from collections.abc import Callable
+
+from qtsearch.core.paths import data_root
+from qtsearch.encoders.registry import load_encoder
+from qtsearch.evaluation.relevance.engine import RelevanceConfig, load_tasks
+from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
+from qtsearch.evaluation.relevance.runner import run_queries as run_relevance
+from qtsearch.evaluation.retrieval import answers, beir
+from qtsearch.evaluation.retrieval.runner import collection_index
+from qtsearch.evaluation.retrieval.runner import run_queries as run_retrieval
+from qtsearch.search.engine import QUERY_PRECISION, Index
+
+PARAPHRASE = ("STSB-train", "STSB-dev", "MSRP", "SICK")
+BEIR = (("scifact", "train"), ("nfcorpus", "dev"))
+
+
+def sweep(index: Index, weights: list[float], score: Callable[[str], float]) -> list[float]:
+    """[semantic, lexical, hybrid at each weight] of one index."""
+    cells = [score("semantic"), score("lexical")]
+    for w in weights:
+        index.lexical_weight = w
+        cells.append(score("hybrid"))
+    return cells
+
+
+def row(name: str, cells: list[float]) -> str:
+    best_leg = max(cells[:2])
+    shown = [f"{c:.3f}" if i < 2 or c >= best_leg else f"*{c:.3f}*" for i, c in enumerate(cells)]
+    return f"| {name} | " + " | ".join(shown) + " |"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=None, help="Model folder or encoder name "
+                                                      "(default: the shipped model).")
+    parser.add_argument("--sentence-weights", nargs="+", type=float,
+                        default=[0.1, 0.2, 0.3, 0.4, 0.5])
+    parser.add_argument("--passage-weights", nargs="+", type=float, default=[0.5, 0.6, 0.7, 0.8])
+    parser.add_argument("--squad-questions", type=int, default=3000)
+    parser.add_argument("--skip", nargs="*", default=[], choices=["squad", "paraphrase", "beir"])
+    args = parser.parse_args()
+    root = data_root()
+    encoder = load_encoder(args.model, device="cpu", precision=QUERY_PRECISION)
+    fingerprint = encoder_key(encoder)
+    weights = args.sentence_weights
+    print(f"model: {args.model or 'default'}; *x*: hybrid below its better leg")
+    print("| sentences | semantic | lexical | " + " | ".join(f"w={w}" for w in weights) + " |")
+    print("|---|---:|---:|" + "---:|" * len(weights))
+    if "squad" not in args.skip:
+        coll = answers.load(root / "squad" / "train-v1.1.json.gz", "dev")
+        drawn = random.Random(0).sample(sorted(coll.questions), min(args.squad_questions,
+                                                                    len(coll.questions)))
+        coll.questions = {q: coll.questions[q] for q in drawn}
+        folder, _ = collection_index(coll, args.model, encoder.name, fingerprint)
+        with Index.open(folder, model=encoder, device="cpu") as index:
+            print(row(f"SQuAD dev ({len(drawn)} q, MRR@10)", sweep(
+                index, weights, lambda m: run_retrieval(index, coll, m)["MRR@10"])), flush=True)
+    if "paraphrase" not in args.skip:
+        config = RelevanceConfig(tasks=list(PARAPHRASE))
+        means = [0.0] * (2 + len(weights))
+        for task in load_tasks(config, root):
+            folder = task_index(task, args.model, encoder.name, fingerprint)
+            with Index.open(folder, model=encoder, device="cpu") as index:
+                cells = sweep(index, weights,
+                              lambda m, i=index, t=task: run_relevance(i, t, m)["MRR@10"])
+            means = [a + c / len(PARAPHRASE) for a, c in zip(means, cells, strict=True)]
+            print(row(f"{task.name} (MRR@10)", cells), flush=True)
+        print(row("paraphrase mean", means), flush=True)
+    if "beir" not in args.skip:
+        pw = args.passage_weights
+        print("\n| documents | semantic | lexical | " + " | ".join(f"w={w}" for w in pw) + " |")
+        print("|---|---:|---:|" + "---:|" * len(pw))
+        for name, split in BEIR:
+            coll = beir.load(root / "beir" / name, split)
+            folder, _ = collection_index(coll, args.model, encoder.name, fingerprint)
+            with Index.open(folder, model=encoder, device="cpu") as index:
+                print(row(f"{name} {split} (nDCG@10)", sweep(
+                    index, pw, lambda m, i=index, c=coll: run_retrieval(i, c, m)["nDCG@10"])),
+                    flush=True)
+
+
+if __name__ == "__main__":
+    main()
