@@ -176,6 +176,12 @@ class Index:
             results.query = query
         return found
 
+    def search_ids(self, ids: Sequence[int], k: int = TOP_K, exclude_self: bool = True,
+                   where: Where | None = None) -> list[Results]:
+        """The `k` nearest rows to each stored row `ids` by their vectors (each left out of
+        its own list unless `exclude_self` is False): one Results per id."""
+        return self._searcher.search_ids(ids, k, exclude_self, where)
+
     def get(self, ids: Sequence[int]) -> list[Record]:
         """Stored rows by id (hit.id), in the order asked."""
         return self._searcher.get(ids)

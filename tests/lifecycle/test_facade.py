@@ -67,6 +67,8 @@ def test_get_and_context_read_stored_rows(index: qtsearch.Index) -> None:
     assert isinstance(record, qtsearch.Record) and record.text == SENTENCES[7]
     around = index.context(7, window=1)
     assert [r.text for r in around] == SENTENCES[6:9]
+    (near,) = index.search_ids([7], k=3)
+    assert len(near) == 3 and 7 not in {h.id for h in near}
     assert len(index.analogy(SENTENCES[0], SENTENCES[1], SENTENCES[10], k=2)) == 2
 
 
