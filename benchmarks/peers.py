@@ -191,7 +191,7 @@ def child_queries(system: str, out: Path, queries: list[str], model: str) -> dic
         mode = index.default_mode
 
         def search(q: str) -> list[str]:
-            return [h.text for h in index.search(q, k=K)[0]]
+            return [h.text for h in index.search(q, k=K)]
     elif system == "txtai":
         from txtai import Embeddings
 

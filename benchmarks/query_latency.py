@@ -11,7 +11,7 @@ embedding the corpus again. Queries are held-out sentences read after the first 
 `--wikipedia K` the flat index is built from the first K of the 200 WikiExtractor shards of
 ../shared/data/wikipedia as they are (articles, titles, sections: what `qtsearch build-index`
 makes of them) and the queries are sentences of the next shard. Each index is then opened with
-`qtsearch.Index` (as the CLI and the shell do) and measured:
+the search engine, `qtsearch.search.engine.Index` (as the CLI and the shell do), and measured:
 
 - single-query latency, p50 and p95: end to end (what `Index.search([q], k)` costs in the
   index's default mode, hybrid where it has its full-text table: encoding + vector search +

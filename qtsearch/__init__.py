@@ -1,35 +1,45 @@
 """qtsearch: train Quick-Thoughts sentence encoders, index text with FAISS, search it.
 
-The Python facade: everything a script needs to embed sentences and query an index.
+The Python API: an index's whole life through `Index`, and the encoders.
 
     import qtsearch
-    with qtsearch.Index.open("indexes/books") as index:
-        hits = index.search("It rained all day.", k=5)
+    with qtsearch.Index.build(["It rained all day.", "The sun came out."], "indexes/notes",
+                              overwrite=True) as index:
+        results = index.search("a wet afternoon", k=5)
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from qtsearch.core.version import __version__
 
-if TYPE_CHECKING:
-    from qtsearch.encoders.neural import Encoder
+if _TYPE_CHECKING:
+    from qtsearch.encoders.base import SentenceEncoder
     from qtsearch.encoders.registry import load_encoder
-    from qtsearch.search.engine import Hit, Index, Record
+    from qtsearch.indexing.config import IndexConfig
+    from qtsearch.lifecycle.facade import Index
+    from qtsearch.search.hits import Hit, Record, Results
     from qtsearch.search.rerank import Reranker
 
-__all__ = ["Encoder", "Hit", "Index", "Record", "Reranker", "__version__", "load_encoder"]
+__all__ = ["Hit", "Index", "IndexConfig", "Record", "Reranker", "Results", "SentenceEncoder",
+           "__version__", "load_encoder"]
 
-#: Where each name lives. Resolved on first use: `Encoder` pulls in torch, `Index` faiss and the
-#: metadata store, and `import qtsearch` (the CLI before it has parsed anything) stays light.
-_LAZY = {"Encoder": "qtsearch.encoders.neural", "load_encoder": "qtsearch.encoders.registry",
-         "Hit": "qtsearch.search.engine", "Index": "qtsearch.search.engine",
-         "Record": "qtsearch.search.engine", "Reranker": "qtsearch.search.rerank"}
+#: Where each name lives, imported on first use: `Index` pulls in faiss and the metadata
+#: store, a torch model torch, and `import qtsearch` (the CLI before it has parsed anything)
+#: stays light.
+_LAZY = {"Index": "qtsearch.lifecycle.facade", "Hit": "qtsearch.search.hits",
+         "Record": "qtsearch.search.hits", "Results": "qtsearch.search.hits",
+         "IndexConfig": "qtsearch.indexing.config", "Reranker": "qtsearch.search.rerank",
+         "SentenceEncoder": "qtsearch.encoders.base", "load_encoder": "qtsearch.encoders.registry"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        return getattr(_importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'qtsearch' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

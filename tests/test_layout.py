@@ -17,8 +17,8 @@ TESTS = PACKAGE.parent / "tests"
 
 #: Rooms in data-flow order (text → … → queries, then what uses them); a room may import only
 #: rooms before it. `core` is what every room uses.
-ORDER = ["core", "text", "encoders", "training", "index", "indexing", "search", "evaluation",
-         "app"]
+ORDER = ["core", "text", "encoders", "training", "index", "indexing", "search", "lifecycle",
+         "evaluation", "app"]
 #: Command modules every command may import: shared output and options, not commands.
 SHARED_COMMAND_MODULES = {"common", "train_options"}
 #: Only the app draws or parses argv.
@@ -143,3 +143,14 @@ def test_the_tests_mirror_the_rooms() -> None:
     assert folders <= set(ORDER), folders - set(ORDER)
     top = {p.name for p in TESTS.glob("test_*.py")}
     assert top == {"test_layout.py", "test_docs.py", "test_readme.py"}, top
+
+
+def test_the_package_shows_only_its_api() -> None:
+    """`import qtsearch` offers the API and nothing else (no `Any`, no `importlib`): every name
+    of `__all__` resolves, and `dir()` lists exactly them."""
+    import qtsearch
+
+    assert dir(qtsearch) == sorted(qtsearch.__all__)
+    for name in qtsearch.__all__:
+        assert getattr(qtsearch, name) is not None, name
+    assert not {"Any", "importlib", "annotations", "Encoder"} & set(dir(qtsearch))

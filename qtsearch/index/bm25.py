@@ -12,7 +12,7 @@ bm25s, tantivy and FTS5).
 BM25 as in Lucene: score(q, d) = Σ_t idf(t) · tf·(k1+1) / (tf + k1·(1 − b + b·len(d)/avglen))
 with idf(t) = ln(1 + (N − df + 0.5)/(df + 0.5)), k1 = 1.2, b = 0.75; N counts every row.
 Words are letters and digits, case-folded, diacritics removed, English stop-words dropped
-(qtsearch.index.stopwords) and Snowball-stemmed (PyStemmer), at build and query time alike.
+(qtsearch.text.stopwords) and Snowball-stemmed (PyStemmer), at build and query time alike.
 
 Files, in the folder `bm25/` of the index folder:
   terms.txt    the terms, one a line, in UTF-8 byte order: line t is term t
@@ -46,7 +46,7 @@ import numpy as np
 import Stemmer
 
 from qtsearch.core.errors import IndexError_
-from qtsearch.index.stopwords import STOP_WORDS
+from qtsearch.text.stopwords import STOP_WORDS
 
 FOLDER = "bm25"
 FORMAT = 2

@@ -75,12 +75,15 @@ class Hit(Record):
 
 
 class Results(list[Hit]):
-    """The hits of one query, best first (a plain list to compare and iterate), and `note`:
-    a warning about the query itself (most of its words unknown to the model), or None."""
+    """The hits of one query, best first (a plain list to compare and iterate); `note`: a
+    warning about the query itself (most of its words unknown to the model), or None; and
+    `query`, where the caller set it (qtsearch.Index does)."""
 
-    def __init__(self, hits: Iterable[Hit] = (), note: str | None = None):
+    def __init__(self, hits: Iterable[Hit] = (), note: str | None = None,
+                 query: str | None = None):
         super().__init__(hits)
         self.note = note
+        self.query = query
 
 
 def fold(results: Results, k: int, by: str) -> Results:
@@ -103,4 +106,4 @@ def fold(results: Results, k: int, by: str) -> Results:
     if by == "doc":
         order = [dataclasses.replace(h, passages=tuple(docs[h.doc][1:1 + DOC_PASSAGES]))
                  for h in order[:k]]
-    return Results(order[:k], results.note)
+    return Results(order[:k], results.note, results.query)

