@@ -39,16 +39,10 @@ from qtsearch.search.fusion import (
     with_feedback,
 )
 from qtsearch.search.hits import FETCH_PER_RESULT, UNITS, Hit, Record, Results, fold
-from qtsearch.search.lexical import LexicalSearch
+from qtsearch.search.lexical import LexicalSearch, stop_words_note
 from qtsearch.search.opening import check_dims, model_for, read_through
 from qtsearch.search.rerank import Reranker
-from qtsearch.search.words import (
-    composed_note,
-    note_for,
-    stop_words_note,
-    unknown_words,
-    vocabulary,
-)
+from qtsearch.search.words import composed_note, note_for, query_text, unknown_words, vocabulary
 
 log = logging.getLogger("qtsearch")
 MODES = ("hybrid", "semantic", "lexical")
@@ -162,17 +156,8 @@ class Index:
 
     # -- queries ------------------------------------------------------------------------------
 
-    @staticmethod
-    def _text(sentence: str) -> str:
-        if not isinstance(sentence, str):
-            raise UsageError(f"a query must be a string, not {type(sentence).__name__}")
-        text = sentence.strip()
-        if not text:
-            raise InputError("empty query: type a sentence")
-        return text
-
     def _check_query(self, sentence: str) -> str:
-        text = self._text(sentence)
+        text = query_text(sentence)
         if self.encoder.known_words(text) == 0:
             raise InputError(f"query {text!r}: none of its words is in the model's vocabulary, "
                              "so it has no meaningful vector")
@@ -241,7 +226,7 @@ class Index:
     def _search(self, sentences: str | Sequence[str], k: int, mode: str | None,
                 where: Mapping[str, str | int] | None) -> list[Results]:
         mode = self.resolve_mode(mode)
-        texts = [self._text(s) for s in ([sentences] if isinstance(sentences, str) else sentences)]
+        texts = [query_text(s) for s in ([sentences] if isinstance(sentences, str) else sentences)]
         flt = self.filter_for(where)
         fetch = max(k, min(CANDIDATES, self.count)) if mode == "hybrid" else k
         # the lexical leg first (the longer one at 1M): its thread runs beside all that follows

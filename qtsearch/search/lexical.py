@@ -59,6 +59,14 @@ def query_words(text: str) -> list[str]:
     return list(seen)
 
 
+def stop_words_note(text: str, mode: str) -> str:
+    """The line for a query whose only words in the index are stop-words: hybrid search
+    leaves its lexical leg out, lexical search says what its hits have in common."""
+    what = ("ranked by meaning alone" if mode == "hybrid"
+            else "its hits share only such words with it")
+    return f"no word of {text!r} but stop-words occurs in the index: {what}"
+
+
 class Stems:
     """The term FTS5 searches for a word (its Porter stem, folded), from the index's own
     tokenizer run on an in-memory table: no second stemmer that could disagree with it."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from qtsearch.core.errors import InputError, UsageError
 from qtsearch.text.tokenizer import tokenize
 
 #: A query is "mostly unknown" when more than this share of its words is unknown.
@@ -63,6 +64,16 @@ def composed_note(encoder: object, text: str, mode: str) -> str | None:
             f"vocabulary; {their} composed from word pieces ({shown})")
 
 
+def query_text(sentence: str) -> str:
+    """A query's text, stripped; refused when it is not a string or is empty."""
+    if not isinstance(sentence, str):
+        raise UsageError(f"a query must be a string, not {type(sentence).__name__}")
+    text = sentence.strip()
+    if not text:
+        raise InputError("empty query: type a sentence")
+    return text
+
+
 def note_for(text: str, unknown: list[str], mode: str) -> str | None:
     """The warning for a query most of whose words are unknown, or None."""
     words = [t for t in tokenize(text) if any(c.isalnum() for c in t)]
@@ -74,10 +85,3 @@ def note_for(text: str, unknown: list[str], mode: str) -> str | None:
     return (f"{len(unknown)} of the {len(words)} words of {text!r} are unknown to the model "
             f"({shown}): {what}")
 
-
-def stop_words_note(text: str, mode: str) -> str:
-    """The line for a query whose only words in the index are stop-words: hybrid search
-    leaves its lexical leg out, lexical search says what its hits have in common."""
-    what = ("ranked by meaning alone" if mode == "hybrid"
-            else "its hits share only such words with it")
-    return f"no word of {text!r} but stop-words occurs in the index: {what}"

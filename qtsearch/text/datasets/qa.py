@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ DEV_BUCKETS = 10
 ANSWER_WORDS = 60
 
 SPLITS = ("train", "dev", "all")
+#: A MedQuAD answer's section heading ("Key Points - …"): no part of the answer.
+_HEADING = re.compile(r"^Key Points\s*-?\s*")
 
 
 def is_dev_article(title: str) -> bool:
@@ -138,17 +141,18 @@ def squad_pairs(path: Path, split: str = "train") -> list[Pair]:
 
 
 def _opening(text: str, words: int = ANSWER_WORDS) -> str:
-    """An answer's opening sentences, up to `words` words (at least one sentence)."""
+    """An answer's opening sentences, up to `words` words (a first sentence longer than that,
+    a list of links run together, is cut)."""
     out: list[str] = []
     n = 0
-    text = " ".join(text.split()).removeprefix("Key Points - ")  # a MedQuAD section heading
+    text = _HEADING.sub("", " ".join(text.split()))
     for _, sentence in split_sentences(text):
         size = len(sentence.split())
         if out and n + size > words:
             break
         out.append(sentence)
         n += size
-    return " ".join(out)
+    return " ".join(" ".join(out).split()[:words])
 
 
 def _medquad_rows(path: Path) -> Iterator[dict[str, Any]]:
