@@ -83,8 +83,9 @@ def show_hits(console: Console, hits: Sequence[Hit], title: str | None = None) -
     lines += ["\t".join((str(rank), f"{h.score:.3f}", str(h.id), " ".join(h.text.split()),
                          " ".join(h.origin().split())))
               for rank, h in enumerate(hits, 1)]
-    for line in lines:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    # written as they are: Rich would expand the tabs into spaces
+    console.file.write("".join(f"{line}\n" for line in lines))
+    console.file.flush()
 
 
 def context_table(records: Sequence[Record], center: int) -> Table:

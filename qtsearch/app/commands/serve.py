@@ -55,9 +55,9 @@ def serve(
     """Serve an index over HTTP: a JSON API and a search page.
 
     GET/POST /search, POST /analogy, GET /sentences/ID?context=N, GET /info, GET /health,
-    POST /add and POST /delete (both with the bearer token from --token-file); answers have the CLI's --json shapes, errors
-    are {"error": MESSAGE} with an HTTP status. The search page is at /, the API's docs at
-    /docs. Ctrl-C stops the server."""
+    POST /add and POST /delete (both with the bearer token from --token-file); answers have
+    the CLI's --json shapes, errors are {"error": MESSAGE} with an HTTP status. The search
+    page is at /, the API's docs at /docs. Ctrl-C stops the server."""
     from qtsearch.app.serve import require_extra
 
     require_extra()
