@@ -150,7 +150,8 @@ def _main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     except TyperException as e:  # bad options or arguments (Click's UsageError and kin)
         if type(e).__name__ == "NoArgsIsHelpError":  # as Typer tells it (its class is private)
-            sys.exit(2)  # `qtsearch` or `qtsearch bench` alone: the help is already printed
+            print(e.format_message())  # `qtsearch` or `qtsearch bench` alone: the help
+            sys.exit(2)
         _fail(UsageError(usage_message(e)))
     except typer.Abort:  # Ctrl-C or end of input at a prompt
         print("qtsearch: interrupted", file=sys.stderr)
