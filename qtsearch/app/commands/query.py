@@ -56,9 +56,9 @@ RERANK_OPT = typer.Option(None, "--rerank",
                           help="Re-score each query's first hits with a stronger, slower "
                                "encoder: minilm (all-MiniLM-L6-v2, needs the [encoders] "
                                "extra), model2vec, glove or a model folder. Hits are then "
-                               "ordered by its cosine (--json legs: first, rerank). MiniLM "
-                               "loads in ~8 s per command, then adds ~0.4 s a query at depth "
-                               "30 (p50; ~1 s p90), on 2 busy CPU cores.")
+                               "ordered by its cosine (--json legs: first, rerank). On 2 busy "
+                               "CPU cores MiniLM took 8-13 s to load in each command, then "
+                               "0.4-0.6 s a query at depth 30 (p50; p90 up to 1 s).")
 
 
 def _params(items: list[str] | None) -> dict[str, float]:
