@@ -130,7 +130,7 @@ def test_no_module_over_400_lines() -> None:
 def test_the_architecture_page_lists_every_room() -> None:
     text = ARCHITECTURE.read_text(encoding="utf-8")
     section = text[text.index("## Layout"):text.index("## Development")]
-    listed = set(re.findall(r"^  (\w+/|\w+\.py) ", section, re.M))
+    listed = set(re.findall(r"^  (\w+/|\w+\.\w+) ", section, re.M))
     rooms = {p.name + ("/" if p.is_dir() else "") for p in PACKAGE.iterdir()
              if p.name != "__pycache__"}
     assert listed == rooms

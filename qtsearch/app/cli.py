@@ -48,8 +48,37 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain help, as the docs page prints it: Rich markup would take every "[encoders]" of the
+    # help texts for a tag and drop it
+    rich_markup_mode=None,
 )
 register_all(app)
+
+
+def version_line() -> str:
+    """The package version and what identifies the shipped model's vectors (an index records
+    the same fingerprint: `qtsearch info INDEX`)."""
+    from qtsearch.core.version import __version__
+    from qtsearch.encoders.files import DEFAULT_MODEL, fingerprint, is_model_folder
+
+    model = (f"shipped model {fingerprint(DEFAULT_MODEL)}" if is_model_folder(DEFAULT_MODEL)
+             else "no shipped model")
+    return f"qtsearch {__version__} ({model})"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(version_line())
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                 help="Print the version and the shipped model's "
+                                      "fingerprint, then exit."),
+) -> None:
+    pass
 
 
 def _setup_logging() -> None:
@@ -121,7 +150,8 @@ def _main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     except TyperException as e:  # bad options or arguments (Click's UsageError and kin)
         if type(e).__name__ == "NoArgsIsHelpError":  # as Typer tells it (its class is private)
-            sys.exit(2)  # `qtsearch` or `qtsearch bench` alone: the help is already printed
+            print(e.format_message())  # `qtsearch` or `qtsearch bench` alone: the help
+            sys.exit(2)
         _fail(UsageError(usage_message(e)))
     except typer.Abort:  # Ctrl-C or end of input at a prompt
         print("qtsearch: interrupted", file=sys.stderr)

@@ -63,6 +63,31 @@ def hits_table(hits: Sequence[Hit], title: str | None = None) -> Table:
     return table
 
 
+def within(reranker: Reranker | None, count: int) -> Reranker | None:
+    """`reranker`, no deeper than an index of `count` sentences: its depth is an internal
+    setting, not a k the user asked for, so a small index must not warn that it is too large
+    (the loaded encoder is shared, nothing loads again)."""
+    if reranker is None or reranker.depth <= count:
+        return reranker
+    return Reranker(reranker.encoder, count)
+
+
+def show_hits(console: Console, hits: Sequence[Hit], title: str | None = None) -> None:
+    """Ranked hits as a table on a terminal; elsewhere (a pipe, a log) one tab-separated line
+    a hit, rank, score, id, sentence, source: a table there has no width to fit but Rich's 80
+    columns, and would wrap each sentence over several lines that no script could take apart."""
+    if console.is_terminal:
+        console.print(hits_table(hits, title))
+        return
+    lines = [title] if title is not None else []
+    lines += ["\t".join((str(rank), f"{h.score:.3f}", str(h.id), " ".join(h.text.split()),
+                         " ".join(h.origin().split())))
+              for rank, h in enumerate(hits, 1)]
+    # written as they are: Rich would expand the tabs into spaces
+    console.file.write("".join(f"{line}\n" for line in lines))
+    console.file.flush()
+
+
 def context_table(records: Sequence[Record], center: int) -> Table:
     """A passage in document order, the sentence `center` highlighted."""
     first = next((r for r in records if r.id == center), records[0])
@@ -105,8 +130,8 @@ class Shell:
         if not line:
             return True
         if not line.startswith(":"):
-            self._show(self.index.search([line], self.k, self.mode, self.where, self.rerank,
-                                         self.by)[0])
+            self._show(self.index.search([line], self.k, self.mode, self.where,
+                                         within(self.rerank, self.index.count), self.by)[0])
             return True
         name, _, rest = line.partition(" ")
         rest = rest.strip()
@@ -182,7 +207,7 @@ class Shell:
 
     def _show(self, hits: list[Hit], title: str | None = None) -> None:
         ms = (time.perf_counter() - self._start) * 1000
-        self.console.print(hits_table(hits, title))
+        show_hits(self.console, hits, title)
         self.console.print(f"[dim]{len(hits)} results in {ms:.1f} ms[/dim]")
 
     # -- the loop -----------------------------------------------------------------------------

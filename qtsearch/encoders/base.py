@@ -13,6 +13,7 @@ import numpy as np
 
 from qtsearch.core.errors import ModelError
 from qtsearch.encoders.files import (
+    DEFAULT_MODEL,
     EncoderConfig,
     config_fields,
     fingerprint,
@@ -91,9 +92,6 @@ class BatchEncoder:
     def warm_up(self) -> None:
         """Get the query path ready ahead of the first query (nothing to do by default: the
         model is loaded by the constructor)."""
-
-
-DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "default_model"
 
 
 def default_model_path() -> Path:

@@ -32,6 +32,9 @@ CONFIG, VOCAB, WEIGHTS, METRICS = (
 )
 #: A mean model's open vocabulary (qtsearch.encoders.pieces), where it has one.
 PIECES = "pieces.safetensors"
+#: The model shipped inside the package (here, not in encoders.base, so that `qtsearch
+#: --version` hashes it without importing numpy).
+DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "default_model"
 
 
 @dataclasses.dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,10 +29,11 @@ from qtsearch.text.reader import (
     ARTICLE_FIELDS,
     Sentence,
     check_format,
+    is_wikiextractor,
     list_files,
     read_sentences,
 )
-from qtsearch.text.records import PASSAGE_WORDS, RecordFields
+from qtsearch.text.records import PASSAGE_WORDS, RecordFields, is_records
 
 
 @dataclass
@@ -45,18 +46,43 @@ class AddResult:
     replaced: int = 0  # rows of records the added ones replaced (upsert)
 
 
-def split_option(manifest: dict[str, Any], split_sentences: bool | None) -> tuple[bool, str]:
+def split_option(manifest: dict[str, Any], split_sentences: bool | None,
+                 corpus: Sequence[str | os.PathLike] = (),
+                 input_format: str = "auto") -> tuple[bool, str]:
     """Whether `add` splits running text into sentences: as asked, or else as the index was
     built (an index of sentences should not get wrapped line fragments); and the line that
-    says which and why."""
+    says how the files of `corpus` are read (records and WikiExtractor articles are never
+    split by line, so for them the line names their format; no corpus: text files)."""
     built = bool(manifest.get("split_sentences", False))
     split = built if split_sentences is None else split_sentences
     how = "splitting running text into sentences" if split else "one sentence per line"
     if split_sentences is None:
         other = "--no-split-sentences" if split else "--split-sentences"
-        return split, f"add: {how}, as this index was built ({other} to change)"
-    return split, f"add: {how} (as asked; the index was built with" + (
-        "" if built else "out") + " --split-sentences)"
+        text = f"{how}, as this index was built ({other} to change)"
+    else:
+        text = f"{how} (as asked; the index was built with" + (
+            "" if built else "out") + " --split-sentences)"
+    kinds = input_kinds(corpus, input_format) if corpus else ["text"]
+    words = manifest.get("passage_words", PASSAGE_WORDS)
+    parts = {"records": "records, " + (f"in passages of up to {words:,} words" if words else
+                                       "one passage a record") + " as this index was built",
+             "wikiextractor": "WikiExtractor articles, their titles and sections kept",
+             "text": text if kinds == ["text"] else f"text files, {text}"}
+    return split, "add: " + "; ".join(parts[k] for k in kinds)
+
+
+def input_kinds(corpus: Sequence[str | os.PathLike], input_format: str = "auto") -> list[str]:
+    """The formats the files of `corpus` are read in (records, wikiextractor, text), each
+    once, in the order they first occur, as `read_sentences` tells them apart."""
+    kinds: dict[str, None] = {}
+    for path in list_files(corpus):
+        if input_format == "records" or (input_format == "auto" and is_records(path)):
+            kinds["records"] = None
+        elif input_format != "text" and is_wikiextractor(path):
+            kinds["wikiextractor"] = None
+        else:
+            kinds["text"] = None
+    return list(kinds)
 
 
 def add_to_index(index_dir: str | os.PathLike, corpus: list[str],

@@ -85,9 +85,15 @@ def test_a_mostly_foreign_query_is_flagged_on_stderr_and_in_json(capsys, flat):
     assert err.count("unknown to the model") == 1 and len(err.strip().splitlines()) == 1
 
 
-def test_search_prints_a_table_for_people(capsys, flat, api):
-    code, out, _ = run(capsys, "search", str(flat), Q2, "-k", "3")
-    assert code == 0
+def test_search_prints_a_table_for_people(flat, api):
+    """On a terminal (Rich's TTY_COMPATIBLE says stdout is one): a table. Piped, one line a
+    hit (tests/app/test_messages.py)."""
+    from cli_helpers import ENV, cli
+
+    r = cli("search", str(flat), Q2, "-k", "3", env={**ENV, "TTY_COMPATIBLE": "1"})
+    code, out = r.returncode, r.stdout
+    assert code == 0, r.stderr
+    assert "│" in out  # the table's rules
     top = api.search([Q2], k=3)[0]
     assert "score" in out and "sentence" in out
     assert str(top[0].id) in out and f"{top[0].score:.3f}" in out

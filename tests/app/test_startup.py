@@ -47,6 +47,7 @@ def test_importing_the_cli_loads_none_of_the_heavy_libraries() -> None:
 
 
 def test_help_of_every_command_loads_none_of_the_heavy_libraries() -> None:
+    """`--version` too: it hashes the shipped model's files, nothing more."""
     from typer.main import get_command
 
     from qtsearch.app.cli import app
@@ -54,7 +55,7 @@ def test_help_of_every_command_loads_none_of_the_heavy_libraries() -> None:
     group = get_command(app)
     names = sorted(group.commands)  # type: ignore[attr-defined]
     assert {"search", "build-index", "train", "eval", "serve"} <= set(names)
-    argvs = [["--help"], *([name, "--help"] for name in names)]
+    argvs = [["--help"], ["--version"], *([name, "--help"] for name in names)]
     argvs += [["bench", "analogy", "--help"], ["bench", "relevance", "--help"]]
     assert heavy_imports(argvs) == []
 

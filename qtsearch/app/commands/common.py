@@ -32,6 +32,11 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
+def counted(n: int, noun: str) -> str:
+    """A count with its noun in the right number: "1 sentence", "2 sentences"."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def model_option(help: str = "Model folder (default: the shipped model).") -> Any:
     """`-m/--model` means the model in every command."""
     return typer.Option(None, "--model", "-m", help=help)

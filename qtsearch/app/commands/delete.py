@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from qtsearch.app.commands.common import err, out
+from qtsearch.app.commands.common import counted, err, out
 
 
 def delete_cmd(
@@ -45,7 +45,7 @@ def delete_cmd(
         on_note=lambda line: err.print(line, highlight=False, soft_wrap=True))
     if result.note:
         err.print(result.note, highlight=False, soft_wrap=True)
-    out.print(f"deleted {result.deleted:,} sentences in {result.seconds:,.1f} s → "
+    out.print(f"deleted {counted(result.deleted, 'sentence')} in {result.seconds:,.1f} s → "
               f"{result.path} now holds {result.count:,}")
 
 

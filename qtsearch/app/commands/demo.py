@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from qtsearch.app.commands.common import err, out, top_k_option
+from qtsearch.app.commands.common import counted, err, out, top_k_option
 
 
 def demo(
@@ -21,16 +21,16 @@ def demo(
     """
     from qtsearch.app.demo import ANALOGY, QUERIES, ensure_demo_index
     from qtsearch.app.progress import RichReporter
-    from qtsearch.app.shell import hits_table
+    from qtsearch.app.shell import show_hits
     from qtsearch.search.engine import Index
 
     path = ensure_demo_index(out_dir, RichReporter(True, err))
     index = Index.open(path, device="cpu")
-    err.print(f"[dim]index {path}: {index.count:,} sentences[/dim]")
+    err.print(f"[dim]index {path}: {counted(index.count, 'sentence')}[/dim]")
     for query, hits in zip(QUERIES, index.search(QUERIES, k), strict=True):
-        out.print(hits_table(hits, f"search: {query}"))
+        show_hits(out, hits, f"search: {query}")
     a, b, c = ANALOGY
-    out.print(hits_table(index.analogy(a, b, c, k), f"analogy: {a} : {b} :: {c} : ?"))
+    show_hits(out, index.analogy(a, b, c, k), f"analogy: {a} : {b} :: {c} : ?")
     out.print(f"\nNext: qtsearch shell {path}    (type a sentence; :help lists commands)")
 
 

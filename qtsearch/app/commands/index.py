@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from qtsearch.app.commands.common import err, out
+from qtsearch.app.commands.common import counted, err, out
 from qtsearch.app.progress import RichReporter
 from qtsearch.core.errors import OutputError
 from qtsearch.index.choose import FLAT_MAX, PARTITIONED, SQ8_MAX, WHITEN
@@ -77,7 +77,7 @@ def summary_table(manifest: dict[str, Any], bytes_on_disk: int, resumed: bool = 
                f"dim {manifest['dim']}, fit {fit}", f"{_size(bytes_on_disk)} on disk"]
     if resumed:
         phrases.append("times include earlier, interrupted runs")
-    table = Table(title=f"{n:,} sentences indexed", caption="\n".join(phrases),
+    table = Table(title=f"{counted(n, 'sentence')} indexed", caption="\n".join(phrases),
                   min_width=max(map(len, phrases)) + 2)
     table.add_column("stage")
     table.add_column("seconds", justify="right")
@@ -130,8 +130,10 @@ def build_index_cmd(
     fit: str = typer.Option(
         IndexConfig.fit, "--fit", help="Vectors fitted to the corpus, applied to every vector "
         "and query: auto | none | centre | abtt:D (remove the top D principal directions) | "
-        f"whiten:K (whiten to K dims); auto: {WHITEN} under {SQ8_MAX // 1000}k sentences, "
-        f"{PARTITIONED} from there on (where a graph or IVF is built)."),
+        f"whiten:K (whiten to K dims); auto: the model's own setting where its folder names "
+        "one (config.json \"search\": {\"fit\": …}; the shipped model: centre), else "
+        f"{WHITEN} under {SQ8_MAX // 1000}k sentences and {PARTITIONED} from there on "
+        "(where a graph or IVF is built)."),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Replace an existing index (kept until the new one is done)."),
     input_format: str = FORMAT_OPT,
@@ -178,7 +180,7 @@ def build_index_cmd(
                       reporter=reporter, wait=None if wait else 0.0)
     if not quiet:
         out.print(summary_table(result.manifest, result.bytes_on_disk, bool(result.resumed)))
-    out.print(f"index of {result.manifest['count']:,} sentences → {result.path}")
+    out.print(f"index of {counted(result.manifest['count'], 'sentence')} → {result.path}")
 
 
 def adapted(corpus: list[Path], base: Path | None, out_dir: Path, split_sentences: bool,
@@ -222,7 +224,7 @@ def add_cmd(
     The index is updated on a copy that replaces it only when complete."""
     from qtsearch.indexing.append import add_to_index, split_option
 
-    split_sentences, how = split_option(read_manifest(index), split_sentences)
+    manifest = read_manifest(index)
     result = add_to_index(index, [str(p) for p in corpus], split_sentences=split_sentences,
                           device=device, batch_size=batch_size,
                           reporter=RichReporter(not quiet, err), input_format=input_format,
@@ -230,12 +232,13 @@ def add_cmd(
                           on_note=lambda line: err.print(line, highlight=False, soft_wrap=True),
                           upsert=upsert)
     # after the work, so that a failing add still ends in exactly one error line
+    _, how = split_option(manifest, split_sentences, corpus, input_format)
     err.print(how, highlight=False, soft_wrap=True)  # one line, however narrow the terminal
     for note in result.skipped:
         err.print(note, highlight=False, soft_wrap=True)
     replaced = f" (replacing {result.replaced:,})" if upsert else ""
-    out.print(f"added {result.added:,} sentences{replaced} in {result.seconds:,.1f} s → "
-              f"{result.path} now holds {result.count:,}")
+    out.print(f"added {counted(result.added, 'sentence')}{replaced} in {result.seconds:,.1f} s "
+              f"→ {result.path} now holds {result.count:,}")
 
 
 def export_cmd(
@@ -252,7 +255,7 @@ def export_cmd(
         raise OutputError(f"{file}: already exists (use --overwrite to replace it)")
     with MetadataStore.open(index / META_FILE) as store:
         n = store.to_parquet(file)
-    out.print(f"wrote {n:,} rows → {file}")
+    out.print(f"wrote {counted(n, 'row')} → {file}")
 
 
 def register(app: typer.Typer) -> None:

@@ -41,7 +41,8 @@ def model_info(path: Path) -> dict[str, Any]:
 
 
 def _label(key: str) -> str:
-    return key.replace("_", " ")
+    """A field name as words; a file name (bm25/term_offsets.npy) stays as it is on disk."""
+    return key.replace("_", " ") if key.isidentifier() else key
 
 
 def files_summary(items: list[Any]) -> str:
@@ -68,6 +69,9 @@ def brief(value: Any) -> str:
         return f"{value:,}"
     if isinstance(value, float):
         return f"{value:.4g}"
+    if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+        # records by name (an index's files: path -> bytes, sha256): counted, as lists are
+        return files_summary([{"path": k, **v} for k, v in value.items()])
     if isinstance(value, dict):
         return ", ".join(f"{_label(k)} {brief(v)}" for k, v in value.items()
                          if v not in (None, {}, [])) or "none"

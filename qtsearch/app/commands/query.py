@@ -56,8 +56,9 @@ RERANK_OPT = typer.Option(None, "--rerank",
                           help="Re-score each query's first hits with a stronger, slower "
                                "encoder: minilm (all-MiniLM-L6-v2, needs the [encoders] "
                                "extra), model2vec, glove or a model folder. Hits are then "
-                               "ordered by its cosine (--json legs: first, rerank); on 2 CPU "
-                               "cores MiniLM adds ~0.3 s a query at depth 30 (p50).")
+                               "ordered by its cosine (--json legs: first, rerank). On 2 busy "
+                               "CPU cores MiniLM took 8-13 s to load in each command, then "
+                               "0.4-0.6 s a query at depth 30 (p50; p90 up to 1 s).")
 
 
 def _params(items: list[str] | None) -> dict[str, float]:
@@ -86,13 +87,13 @@ def _print(answers: list[Answer], as_json: bool, titles: list[str] | None = None
 
     if as_json:
         print_json([answer_json(q, hits, e) for q, hits, e in answers])
-    from qtsearch.app.shell import hits_table
+    from qtsearch.app.shell import show_hits
 
     for n, (q, hits, e) in enumerate(answers):
         if e is not None:
             err.print(f"qtsearch: error: {e}", highlight=False, markup=False, soft_wrap=True)
         elif not as_json:
-            out.print(hits_table(hits or [], titles[n] if titles else str(q)))
+            show_hits(out, hits or [], titles[n] if titles else str(q))
     codes = [e.code for _, _, e in answers if e is not None]
     if codes:
         raise typer.Exit(codes[0])
@@ -165,7 +166,10 @@ def search(
             _print(answer_ids(idx, as_ids, k, filters), as_json,
                    [f"neighbours of {r.id}: {r.text}" for r in idx.get(as_ids)])
             return
-        _print(answer_queries(idx, queries, k, mode, filters, reranker, by), as_json)
+        from qtsearch.app.shell import within
+
+        _print(answer_queries(idx, queries, k, mode, filters, within(reranker, idx.count), by),
+               as_json)
 
 
 def analogy(

@@ -22,8 +22,9 @@ def serve(
                                                "this machine only (0.0.0.0: every network)."),
     port: int = typer.Option(8000, min=1, max=65535, help="TCP port."),
     token_file: Path | None = typer.Option(
-        None, "--token-file", help="File holding the bearer token that POST /add requires "
-                                   "(without it, /add is refused with 403)."),
+        None, "--token-file", help="File holding the bearer token that POST /add and "
+                                   "POST /delete require (without it, both are refused with "
+                                   "403)."),
     workers: int = typer.Option(1, min=1, max=64, help="Worker processes, each with its own "
                                                       "copy of the model and index."),
     device: str = typer.Option("cpu", help="cpu | cuda | auto, for encoding queries."),
@@ -53,10 +54,10 @@ def serve(
 ) -> None:
     """Serve an index over HTTP: a JSON API and a search page.
 
-    GET/POST /search, POST /analogy, GET /sentences/ID?context=N, GET /info, GET /health and
-    POST /add (bearer token from --token-file); answers have the CLI's --json shapes, errors
-    are {"error": MESSAGE} with an HTTP status. The search page is at /, the API's docs at
-    /docs. Ctrl-C stops the server."""
+    GET/POST /search, POST /analogy, GET /sentences/ID?context=N, GET /info, GET /health,
+    POST /add and POST /delete (both with the bearer token from --token-file); answers have
+    the CLI's --json shapes, errors are {"error": MESSAGE} with an HTTP status. The search
+    page is at /, the API's docs at /docs. Ctrl-C stops the server."""
     from qtsearch.app.serve import require_extra
 
     require_extra()

@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException
 from qtsearch.app.serve.guards import Guards, check_token
 from qtsearch.app.serve.limits import BodyLimit, HTTPError, Limits, error_body, status_of
 from qtsearch.app.serve.served import ServedIndex
+from qtsearch.app.shell import within
 from qtsearch.core.errors import InputError, QTSearchError, UsageError
 from qtsearch.core.version import __version__
 from qtsearch.index.folder import index_info
@@ -189,7 +190,8 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         with served.use() as idx:
             if not ids:
                 return respond(answer_queries(idx, [str(q) for q in queries], k, mode, where,
-                                              reranker if rerank else None, by))
+                                              within(reranker, idx.count) if rerank else None,
+                                              by))
             try:
                 return respond(answer_ids(idx, [_as_id(q) for q in queries], k, where))
             except InputError as e:

@@ -135,7 +135,8 @@ class ServedIndex:
         with self._adding, tempfile.TemporaryDirectory(prefix="qtsearch-add-") as tmp:
             posted = Path(tmp) / source
             posted.write_text(text, encoding="utf-8")
-            split, how = split_option(read_manifest(self.path), split_sentences)
+            split, how = split_option(read_manifest(self.path), split_sentences, [posted],
+                                      input_format)
             result = add_to_index(self.path, [str(posted)], split_sentences=split,
                                   device=self.device,
                                   input_format=input_format, wait=ADD_WAIT_SECONDS,
