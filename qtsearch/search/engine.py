@@ -29,6 +29,7 @@ from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
 from qtsearch.search.analogy import analogy
 from qtsearch.search.defaults import TOP_K
+from qtsearch.search.explain import Asked, basis_of, weak_cosine
 from qtsearch.search.filters import Filter, make_filter
 from qtsearch.search.fusion import (
     CANDIDATES,
@@ -84,6 +85,7 @@ class Index:
         settings = settings_for(float(encoder.search.get("lexical_weight", LEXICAL_WEIGHT)),
                                 mean_terms)
         self.lexical_weight, self.feedback = settings.lexical_weight, settings.feedback
+        self.weak_cosine = weak_cosine(encoder)  # None: not calibrated for this model
         self._columns = store.columns()
         # made here, not on first use, where concurrent first queries would each make one
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="qtsearch-lexical")
@@ -254,7 +256,7 @@ class Index:
                 semantic[row] = {int(i): float(s) for s, i in zip(sr, ir, strict=True) if i >= 0}
         if lexical is not None and not lex:
             lex = lexical()
-        ranked = []
+        ranked, bases = [], []
         for row in range(len(texts)):
             if mode == "semantic" or (stop_only[row] and row in semantic):
                 ranked.append((semantic[row], {"semantic": semantic[row]}))
@@ -263,10 +265,12 @@ class Index:
             else:
                 ranked.append(self._fuse(semantic[row], lex[row], fetch,
                                          vectors[vector_rows.index(row)]))
+            bases.append(basis_of(ranked[-1][1], {"semantic": semantic.get(row), "lexical":
+                                  lex[row] if lex else None}, self.fusion, self.lexical_weight))
         # a query leaning on composed words keeps its semantic leg; its note says so
-        return self._hits(ranked, k, [
+        return self._hits(ranked, k, Asked(texts, [
             n or (stop_words_note(t, mode) if s else composed_note(self.encoder, t, mode))
-            for n, t, s in zip(notes, texts, stop_only, strict=True)])
+            for n, t, s in zip(notes, texts, stop_only, strict=True)], bases, bool(flt)))
 
     def _lexical_legs(self, texts: list[str], fetch: int, flt: Filter,
                       mode: str) -> Callable[[], list[Leg]]:
@@ -293,9 +297,9 @@ class Index:
                     self.lexical_weight)
 
     def _hits(self, ranked: list[tuple[Leg, dict[str, Leg]]], k: int | None = None,
-              notes: Sequence[str | None] | None = None) -> list[Results]:
+              asked: Asked | None = None) -> list[Results]:
         """Hits with their metadata, `k` per query, from each query's fused ranking and the
-        per-leg scores."""
+        per-leg scores; `asked`: the queries, for their notes and how each was ranked."""
         tops = [list(order)[:k] for order, _ in ranked]
         rows = self.store.get(sorted({i for top in tops for i in top}))
         results = []
@@ -303,9 +307,10 @@ class Index:
             hits = [Hit(**rows[i], score=order[i],
                         legs={name: leg[i] for name, leg in legs.items() if i in leg})
                     for i in top if i in rows]
-            results.append(Results(hits, notes[n] if notes else None))
-            if notes and notes[n]:
-                log.warning("%s", notes[n])
+            note = asked.note(n, hits, self.weak_cosine) if asked else None
+            results.append(Results(hits, note, basis=asked.bases[n] if asked else None))
+            if note:
+                log.warning("%s", note)
         return results
 
     def get(self, ids: Sequence[int]) -> list[Record]:

@@ -7,9 +7,12 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qtsearch.text.reader import ARTICLE_FIELDS
+
+if TYPE_CHECKING:  # explain imports this module
+    from qtsearch.search.explain import Basis
 
 #: What a result is: a stored passage (sentence), or a document ranked by its best passage.
 UNITS = ("passage", "doc")
@@ -76,14 +79,16 @@ class Hit(Record):
 
 class Results(list[Hit]):
     """The hits of one query, best first (a plain list to compare and iterate); `note`: a
-    warning about the query itself (most of its words unknown to the model), or None; and
-    `query`, where the caller set it (qtsearch.Index does)."""
+    warning about the query itself (most of its words unknown to the model, no match, no
+    good match), or None; `query`, where the caller set it (qtsearch.Index does); and
+    `basis`, how the engine ranked them (qtsearch.search.explain), where it did."""
 
     def __init__(self, hits: Iterable[Hit] = (), note: str | None = None,
-                 query: str | None = None):
+                 query: str | None = None, basis: Basis | None = None):
         super().__init__(hits)
         self.note = note
         self.query = query
+        self.basis = basis
 
 
 def fold(results: Results, k: int, by: str) -> Results:
@@ -106,4 +111,4 @@ def fold(results: Results, k: int, by: str) -> Results:
     if by == "doc":
         order = [dataclasses.replace(h, passages=tuple(docs[h.doc][1:1 + DOC_PASSAGES]))
                  for h in order[:k]]
-    return Results(order[:k], results.note, results.query)
+    return Results(order[:k], results.note, results.query, results.basis)

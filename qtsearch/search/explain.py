@@ -1,0 +1,175 @@
+"""Why a hit ranks where it does, and the notes on answers that are empty or weak.
+
+The engine keeps, for each query, how its hits were ranked (`Basis`: which legs, each leg's
+own order, the fusion and its weight, and the mean and spread the convex fusion normalised each
+leg by). `Explainer` turns that into one explanation per hit: each leg's score and rank, its
+z-score and its part of the fused score (the parts add up to the fused score), the query's
+stemmed terms the hit holds (the BM25 analyzer run on the query and on the hit's text), the
+query's composed words, and whether the hit's cosine is under the model's weak-match threshold.
+
+A fused score is only comparable within one query (docs/scores.md); a cosine is comparable
+across queries of one model and index, which is what the weak-match threshold rests on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from qtsearch.encoders.files import DEFAULT_MODEL
+from qtsearch.index.bm25 import Analyzer
+from qtsearch.search.fusion import RRF_K, Leg
+from qtsearch.search.hits import Hit, Results
+from qtsearch.search.words import composed_words
+
+if TYPE_CHECKING:  # the engine imports this module
+    from qtsearch.search.engine import Index
+
+#: The shipped model's weak-match threshold on the semantic cosine: a hit under it is weak,
+#: and a query whose every candidate is under it has no good match. Measured on the STS-B
+#: dev pairs in the space of an index built by `qtsearch demo` (centred, as the model's folder
+#: asks): 99.6% of the 264 pairs graded 4 or more (paraphrases) reach 0.40, 0.6% of 1,496
+#: random pairs and 24% of the 389 pairs graded 1 or less (unrelated) do (docs/scores.md).
+#: Another model sets its own as "weak_cosine" in its config's "search" block; one without
+#: it gets no weak-match signal, since a cosine scale is the model's own.
+WEAK_COSINE = 0.40
+
+
+def weak_cosine(encoder: object) -> float | None:
+    """The weak-match threshold of `encoder`: its folder's own, WEAK_COSINE for the shipped
+    model, else None (not calibrated)."""
+    own = (getattr(encoder, "search", None) or {}).get("weak_cosine")
+    if own is not None:
+        return float(own)
+    path = getattr(encoder, "path", None)
+    shipped = path is not None and Path(path).resolve() == DEFAULT_MODEL
+    return WEAK_COSINE if shipped else None
+
+
+@dataclass(frozen=True)
+class LegBasis:
+    """One leg of one query: its ids in its own order (rank 1 first) and the mean and
+    standard deviation of its scores over the fused candidates (the convex fusion's z)."""
+
+    order: dict[int, int]
+    mean: float
+    std: float
+
+
+@dataclass(frozen=True)
+class Basis:
+    """How one query's hits were ranked: `legs` by name ("semantic", "lexical"), `fusion`
+    ("convex" or "rrf") and BM25's `lexical_weight` where both legs were fused, else None."""
+
+    legs: dict[str, LegBasis]
+    fusion: str | None = None
+    lexical_weight: float | None = None
+
+    @property
+    def mode(self) -> str:
+        return "hybrid" if len(self.legs) == 2 else next(iter(self.legs), "semantic")
+
+
+def basis_of(shown: Mapping[str, Leg], raw: Mapping[str, Leg | None], fusion: str,
+             weight: float) -> Basis:
+    """The Basis of one query from the per-leg scores shown with its hits (`shown`: over
+    every fused candidate) and each leg as it came back (`raw`: its own order)."""
+    legs = {}
+    for name, scores in shown.items():
+        values = np.array(list(scores.values()), dtype=np.float64)
+        own = raw.get(name) or scores
+        legs[name] = LegBasis({i: r for r, i in enumerate(own, 1)},
+                              float(values.mean()) if len(values) else 0.0,
+                              float(values.std()) if len(values) else 0.0)
+    fused = len(legs) == 2
+    return Basis(legs, fusion if fused else None, weight if fused else None)
+
+
+def no_match_note(text: str, mode: str, filtered: bool) -> str:
+    """The line for a query with no hit at all."""
+    why = ("none of its words (stop-words aside) occurs in the index" if mode == "lexical"
+           else "no stored sentence is a candidate")
+    return f"no match for {text!r}: {why}{' under the filters' if filtered else ''}"
+
+
+def weak_note(text: str, hits: list[Hit], threshold: float | None) -> str | None:
+    """The line for a query whose every hit has a semantic cosine under `threshold`."""
+    cosines = [h.legs["semantic"] for h in hits if h.legs and "semantic" in h.legs]
+    if threshold is None or not cosines or max(cosines) >= threshold:
+        return None
+    return (f"no good match for {text!r}: the best cosine is {max(cosines):.2f}, under this "
+            f"model's weak-match threshold {threshold:.2f}")
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A search's queries as the engine answers them: their texts, the notes found before
+    searching (None: none), how each was ranked, and whether filters applied."""
+
+    texts: list[str]
+    notes: list[str | None]
+    bases: list[Basis]
+    filtered: bool
+
+    def note(self, n: int, hits: list[Hit], threshold: float | None) -> str | None:
+        """Query n's note: on an empty answer no_match_note (it says more than a note on the
+        query's words), else the one found before searching, else weak_note's."""
+        if not hits:
+            return no_match_note(self.texts[n], self.bases[n].mode, self.filtered)
+        return self.notes[n] or weak_note(self.texts[n], hits, threshold)
+
+
+class Explainer:
+    """Explanations of the hits of one opened index (`Explainer(index).explain(query,
+    hits)`): JSON-ready dicts, one a hit, in order."""
+
+    def __init__(self, index: Index):
+        lexical = index.lexical
+        bm25 = lexical.bm25 if lexical is not None else None
+        self.analyzer = bm25.analyzer if bm25 is not None else Analyzer()
+        self.encoder = index.encoder
+        self.weak = index.weak_cosine
+
+    def explain(self, query: str | int, hits: Results) -> list[dict[str, Any]]:
+        text = query if isinstance(query, str) else None  # an id: its neighbours, no words
+        terms = list(dict.fromkeys(self.analyzer.terms(text))) if text else []
+        composed = composed_words(self.encoder, text) if text else []
+        basis = getattr(hits, "basis", None)
+        shared: dict[str, Any] = {"query_terms": terms, "composed": composed,
+                                  "weak_below": self.weak}
+        return [{**self._scores(h, basis), **self._words(h, terms), **shared} for h in hits]
+
+    def _words(self, hit: Hit, terms: list[str]) -> dict[str, Any]:
+        held = set(self.analyzer.terms(hit.text)) if terms else set()
+        cosine = (hit.legs or {}).get("semantic")
+        weak = self.weak is not None and cosine is not None and cosine < self.weak
+        return {"matched": [t for t in terms if t in held], "weak": weak}
+
+    @staticmethod
+    def _scores(hit: Hit, basis: Basis | None) -> dict[str, Any]:
+        """Each leg's score, rank (None: not among the leg's own candidates, its score filled
+        in) and, fused, its part of the fused score: weight · z (convex) or 1 / (60 + rank)
+        (rrf). Without a basis (re-ranked hits), the legs' scores only."""
+        scores = dict(hit.legs or {})
+        if basis is None:
+            return {"mode": "rerank" if "rerank" in scores else None, "fusion": None,
+                    "lexical_weight": None, "score": hit.score,
+                    "legs": {n: {"score": s} for n, s in scores.items()}}
+        legs: dict[str, dict[str, Any]] = {}
+        w = basis.lexical_weight
+        for name, leg in basis.legs.items():
+            rank = leg.order.get(hit.id)
+            shown: dict[str, Any] = {"score": scores.get(name), "rank": rank}
+            if basis.fusion == "convex" and w is not None and name in scores:
+                z = (scores[name] - leg.mean) / leg.std if leg.std > 1e-12 else 0.0
+                share = w if name == "lexical" else 1.0 - w
+                shown |= {"mean": leg.mean, "std": leg.std, "z": z, "part": share * z}
+            elif basis.fusion == "rrf":
+                shown["part"] = 1.0 / (RRF_K + rank) if rank is not None else 0.0
+            legs[name] = shown
+        return {"mode": basis.mode, "fusion": basis.fusion, "lexical_weight": w,
+                "score": hit.score, "legs": legs}
