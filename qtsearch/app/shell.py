@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -22,14 +23,17 @@ from rich.text import Text
 from qtsearch.core.errors import QTSearchError, UsageError
 from qtsearch.search.defaults import RERANK_DEPTH, TOP_K
 from qtsearch.search.engine import CONTEXT_WINDOW, MODES, Hit, Index, Record
+from qtsearch.search.explain import Explainer
 from qtsearch.search.filters import parse_where
-from qtsearch.search.hits import UNITS
+from qtsearch.search.hits import UNITS, Results
 from qtsearch.search.rerank import Reranker
 
 PROMPT = "qtsearch> "
 HISTORY_LENGTH = 2000
-COMMANDS = (":analogy", ":k", ":ctx", ":id", ":mode", ":by", ":where", ":rerank", ":help",
-            ":quit")
+COMMANDS = (":analogy", ":k", ":ctx", ":id", ":mode", ":by", ":where", ":rerank", ":explain",
+            ":help", ":quit")
+#: The mark of the sentence :ctx asked for: a character, so that it shows without colour too.
+CENTRE_MARK = "▶"
 
 HELP = """\
 Type a sentence to search the stored sentences ({mode} search).
@@ -44,22 +48,34 @@ Type a sentence to search the stored sentences ({mode} search).
                        repeat to add one, :where alone clears them (now: {where})
   :rerank NAME [N]     re-score the first N (30) hits with encoder NAME (minilm: slower,
                        better); :rerank off stops (now: {rerank})
+  :explain             show or hide why each hit ranks where it does (now {explain})
   :help                this text
   :quit                leave (or Ctrl-D); Ctrl-C cancels the line being typed
 
 History is kept in {history}."""
 
 
-def hits_table(hits: Sequence[Hit], title: str | None = None) -> Table:
-    """Ranked hits: rank, score, id, sentence, and where it came from."""
-    table = Table(title=title, title_justify="left", expand=False, show_lines=False)
+def _weak(hit: Hit, weak: float | None) -> bool:
+    cosine = (hit.legs or {}).get("semantic")
+    return weak is not None and cosine is not None and cosine < weak
+
+
+def hits_table(hits: Sequence[Hit], title: str | None = None,
+               weak: float | None = None) -> Table:
+    """Ranked hits: rank, score, id, sentence, and where it came from; hits whose cosine is
+    under `weak` (the model's weak-match threshold) dimmed."""
+    dimmed = any(_weak(h, weak) for h in hits)
+    table = Table(title=title, title_justify="left", expand=False, show_lines=False,
+                  caption=f"dimmed: cosine under {weak:.2f}, a weak match" if dimmed else None,
+                  caption_justify="left")
     table.add_column("#", justify="right", style="dim")
     table.add_column("score", justify="right")
     table.add_column("id", justify="right", style="cyan")
     table.add_column("sentence", overflow="fold")
     table.add_column("source", style="dim", overflow="fold")
     for rank, h in enumerate(hits, 1):
-        table.add_row(str(rank), f"{h.score:.3f}", str(h.id), h.text, h.origin())
+        table.add_row(str(rank), f"{h.score:.3f}", str(h.id), h.text, h.origin(),
+                      style="dim" if _weak(h, weak) else None)
     return table
 
 
@@ -72,33 +88,95 @@ def within(reranker: Reranker | None, count: int) -> Reranker | None:
     return Reranker(reranker.encoder, count)
 
 
-def show_hits(console: Console, hits: Sequence[Hit], title: str | None = None) -> None:
+def show_hits(console: Console, hits: Sequence[Hit], title: str | None = None,
+              weak: float | None = None,
+              explained: Sequence[dict[str, Any]] | None = None) -> None:
     """Ranked hits as a table on a terminal; elsewhere (a pipe, a log) one tab-separated line
     a hit, rank, score, id, sentence, source: a table there has no width to fit but Rich's 80
-    columns, and would wrap each sentence over several lines that no script could take apart."""
+    columns, and would wrap each sentence over several lines that no script could take apart.
+    `explained` (Explainer.explain of these hits): then why each ranks where it does."""
     if console.is_terminal:
-        console.print(hits_table(hits, title))
-        return
-    lines = [title] if title is not None else []
-    lines += ["\t".join((str(rank), f"{h.score:.3f}", str(h.id), " ".join(h.text.split()),
-                         " ".join(h.origin().split())))
-              for rank, h in enumerate(hits, 1)]
+        console.print(hits_table(hits, title, weak))
+    else:
+        lines = [title] if title is not None else []
+        lines += [_plain((str(rank), f"{h.score:.3f}", str(h.id), h.text, h.origin()))
+                  for rank, h in enumerate(hits, 1)]
+        _write(console, lines)
+    if explained:
+        show_explained(console, explained)
+
+
+def _plain(cells: Sequence[str]) -> str:
+    return "\t".join(" ".join(c.split()) for c in cells)
+
+
+def _write(console: Console, lines: list[str]) -> None:
     # written as they are: Rich would expand the tabs into spaces
     console.file.write("".join(f"{line}\n" for line in lines))
     console.file.flush()
 
 
+def _leg_cell(leg: dict[str, Any] | None) -> str:
+    """One leg of one hit: its score, its rank among the leg's own candidates and, fused,
+    its z-score and part of the fused score."""
+    if leg is None or leg.get("score") is None:
+        return "-"
+    rank = leg.get("rank")
+    text = f"{leg['score']:.3f} ({f'#{rank}' if rank is not None else 'filled in'})"
+    if "z" in leg:
+        return f"{text} z {leg['z']:+.2f} → {leg['part']:+.3f}"
+    return f"{text} → {leg['part']:.4f}" if "part" in leg else text
+
+
+def how_fused(why: dict[str, Any]) -> str:
+    """The line that says how a hit's score is made (the same for every hit of a query)."""
+    w = why.get("lexical_weight")
+    if why.get("fusion") == "convex" and w is not None:
+        formula = (f"score = {1 - w:.2f} × z(cosine) + {w:.2f} × z(BM25), each leg's z over "
+                   "this query's candidates")
+    elif why.get("fusion") == "rrf":
+        formula = "score = Σ 1 / (60 + rank) over the legs"
+    else:
+        formula = {"semantic": "score = the cosine", "lexical": "score = BM25",
+                   "rerank": "score = the re-ranker's cosine"}.get(why.get("mode") or "", "")
+    weak = why.get("weak_below")
+    return "; ".join(p for p in (
+        formula, f"query terms: {', '.join(why['query_terms']) or 'none'}",
+        f"composed words: {', '.join(why['composed']) or 'none'}",
+        f"weak under cosine {weak:.2f}" if weak is not None else "") if p)
+
+
+def show_explained(console: Console, explained: Sequence[dict[str, Any]]) -> None:
+    """Why each hit ranks where it does: each leg's score and rank, z-score and part of the
+    fused score, and the query terms it holds; then how the score is made."""
+    rows = [(str(n), _leg_cell(why["legs"].get("semantic")), _leg_cell(why["legs"].get(
+        "lexical")), ", ".join(why["matched"]) + (" (weak)" if why["weak"] else ""))
+            for n, why in enumerate(explained, 1)]
+    if console.is_terminal:
+        table = Table(title="why", title_justify="left", caption=how_fused(explained[0]),
+                      caption_justify="left")
+        for name in ("#", "semantic (cosine)", "lexical (BM25)", "matched terms"):
+            table.add_column(name, justify="right" if name == "#" else "left", overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+        return
+    _write(console, ["why", *(_plain(row) for row in rows), how_fused(explained[0])])
+
+
 def context_table(records: Sequence[Record], center: int) -> Table:
-    """A passage in document order, the sentence `center` highlighted."""
+    """A passage in document order, the sentence `center` marked and highlighted."""
     first = next((r for r in records if r.id == center), records[0])
     table = Table(title=f"{first.title or Path(first.source).name}, document {first.doc}",
                   title_justify="left", show_header=True)
+    table.add_column("", justify="right", style="bold yellow")
     table.add_column("pos", justify="right", style="dim")
     table.add_column("id", justify="right", style="cyan")
     table.add_column("sentence", overflow="fold")
     for r in records:
         style = "bold yellow" if r.id == center else ""
-        table.add_row(str(r.position), str(r.id), Text(r.text, style=style))
+        table.add_row(CENTRE_MARK if r.id == center else "", str(r.position), str(r.id),
+                      Text(r.text, style=style))
     return table
 
 
@@ -117,6 +195,7 @@ class Shell:
         self.by = UNITS[0]
         self.where: dict[str, str] = {}
         self.rerank: Reranker | None = None
+        self.explainer: Explainer | None = None  # set while :explain is on
         self.console = console or Console()
         self.history = history_path()
         self._start = time.perf_counter()
@@ -131,7 +210,8 @@ class Shell:
             return True
         if not line.startswith(":"):
             self._show(self.index.search([line], self.k, self.mode, self.where,
-                                         within(self.rerank, self.index.count), self.by)[0])
+                                         within(self.rerank, self.index.count), self.by)[0],
+                       query=line)
             return True
         name, _, rest = line.partition(" ")
         rest = rest.strip()
@@ -139,7 +219,7 @@ class Shell:
             return False
         if name == ":help":
             self.console.print(HELP.format(k=self.k, history=self.history, mode=self.mode,
-                                           by=self.by,
+                                           by=self.by, explain=self._explain_text(),
                                            where=self._where_text(), rerank=self._rerank_text()),
                                highlight=False, markup=False)
         elif name == ":k":
@@ -178,6 +258,11 @@ class Shell:
                 # a new depth for the same encoder keeps it loaded (MiniLM: ~5 s to load)
                 self.rerank = Reranker(self.rerank.encoder if same else args[0], depth)
             self.console.print(f"rerank: {self._rerank_text()}", highlight=False)
+        elif name == ":explain":
+            if rest:
+                raise UsageError("usage: :explain (toggles it)")
+            self.explainer = None if self.explainer else Explainer(self.index)
+            self.console.print(f"explain: {self._explain_text()}", highlight=False)
         elif name == ":where":
             if not rest:
                 self.where = {}
@@ -201,13 +286,18 @@ class Shell:
     def _where_text(self) -> str:
         return " and ".join(f"{c}={v}" for c, v in self.where.items()) or "no filter"
 
+    def _explain_text(self) -> str:
+        return "on" if self.explainer else "off"
+
     def _rerank_text(self) -> str:
         r = self.rerank
         return f"{r.name}, first {r.depth} hits" if r else "off"
 
-    def _show(self, hits: list[Hit], title: str | None = None) -> None:
+    def _show(self, hits: Results, title: str | None = None, query: str | None = None) -> None:
         ms = (time.perf_counter() - self._start) * 1000
-        show_hits(self.console, hits, title)
+        explained = (self.explainer.explain(query, hits)
+                     if self.explainer and query is not None else None)
+        show_hits(self.console, hits, title, self.index.weak_cosine, explained)
         self.console.print(f"[dim]{len(hits)} results in {ms:.1f} ms[/dim]")
 
     # -- the loop -----------------------------------------------------------------------------

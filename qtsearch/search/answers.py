@@ -13,6 +13,7 @@ from qtsearch.search.hits import Results
 
 if TYPE_CHECKING:  # the CLI imports this module before it needs faiss and torch
     from qtsearch.search.engine import Index
+    from qtsearch.search.explain import Explainer
     from qtsearch.search.rerank import Reranker
 
 #: One query's answer: the query, its hits (None after an error) and its error (or None).
@@ -47,9 +48,14 @@ def answer_analogy(index: Index, a: str, b: str, c: str, k: int,
     return (f"{a} : {b} :: {c} : ?", index.analogy(a, b, c, k, exclude_inputs=not keep_inputs),
             None)
 
-def answer_json(query: str | int, hits: Results | None,
-                error: Exception | None = None) -> dict[str, Any]:
+def answer_json(query: str | int, hits: Results | None, error: Exception | None = None,
+                explainer: Explainer | None = None) -> dict[str, Any]:
     """One answer in its JSON shape: {query, hits, note, error}; after an error the hits are
-    empty and `error` is the message (the same line the CLI prints)."""
-    return {"query": query, "hits": [h.to_dict() for h in hits or []],
-            "note": getattr(hits, "note", None), "error": str(error) if error else None}
+    empty and `error` is the message (the same line the CLI prints). With `explainer`, each
+    hit also has its `explain` (qtsearch.search.explain)."""
+    shaped = [h.to_dict() for h in hits or []]
+    if explainer is not None and hits:
+        for d, why in zip(shaped, explainer.explain(query, hits), strict=True):
+            d["explain"] = why
+    return {"query": query, "hits": shaped, "note": getattr(hits, "note", None),
+            "error": str(error) if error else None}

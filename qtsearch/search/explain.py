@@ -24,6 +24,7 @@ from qtsearch.encoders.files import DEFAULT_MODEL
 from qtsearch.index.bm25 import Analyzer
 from qtsearch.search.fusion import RRF_K, Leg
 from qtsearch.search.hits import Hit, Results
+from qtsearch.search.lexical import stop_words_note
 from qtsearch.search.words import composed_words
 
 if TYPE_CHECKING:  # the engine imports this module
@@ -116,11 +117,15 @@ class Asked:
     filtered: bool
 
     def note(self, n: int, hits: list[Hit], threshold: float | None) -> str | None:
-        """Query n's note: on an empty answer no_match_note (it says more than a note on the
-        query's words), else the one found before searching, else weak_note's."""
+        """Query n's note: on an empty answer no_match_note, followed by the one found before
+        searching (not the stop-word one, which speaks of hits); else the one found before
+        searching, else weak_note's."""
+        text, mode, before = self.texts[n], self.bases[n].mode, self.notes[n]
         if not hits:
-            return no_match_note(self.texts[n], self.bases[n].mode, self.filtered)
-        return self.notes[n] or weak_note(self.texts[n], hits, threshold)
+            empty = no_match_note(text, mode, self.filtered)
+            keep = before is not None and before != stop_words_note(text, mode)
+            return f"{empty}; {before}" if keep else empty
+        return before or weak_note(text, hits, threshold)
 
 
 class Explainer:

