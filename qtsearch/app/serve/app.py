@@ -40,6 +40,7 @@ from qtsearch.search.answers import (
 )
 from qtsearch.search.defaults import RERANK_DEPTH, TOP_K
 from qtsearch.search.engine import Index
+from qtsearch.search.explain import Explainer
 from qtsearch.search.filters import parse_where
 from qtsearch.search.rerank import Reranker
 
@@ -98,6 +99,8 @@ class SearchBody(BaseModel):
                                            "its best passage, with its other `passages`.")
     rerank: bool = Field(False, description="Re-rank the first hits with the server's "
                                             "re-ranker (`serve --rerank`).")
+    explain: bool = Field(False, description="Give each hit an `explain` object, as "
+                                             "`qtsearch search --json --explain`.")
 
 
 class AnalogyBody(BaseModel):
@@ -160,10 +163,10 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         if not 1 <= k <= limits.max_k:
             raise UsageError(f"k must be between 1 and {limits.max_k} (got {k})")
 
-    def respond(answers: list[Answer]) -> JSONResponse:
+    def respond(answers: list[Answer], explainer: Explainer | None = None) -> JSONResponse:
         """The CLI's JSON array; 400 when a query failed (the CLI's exit status 3), with the
         other queries still answered in it."""
-        body = [answer_json(*a) for a in answers]
+        body = [answer_json(*a, explainer) for a in answers]
         response = JSONResponse(body, 400 if any(e for _, _, e in answers) else 200)
         if len(response.body) > limits.max_response_bytes:
             raise HTTPError(413, f"answer of {len(response.body):,} bytes: at most "
@@ -173,7 +176,7 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
 
     def search(queries: list[str | int], k: int, mode: str | None,
                where: dict[str, str | int], ids: bool, rerank: bool,
-               by: str = "passage") -> JSONResponse:
+               by: str = "passage", explain: bool = False) -> JSONResponse:
         check_k(k)
         if not queries:
             raise UsageError("no query: give q")
@@ -188,12 +191,14 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
             raise HTTPError(413, f"{len(queries)} queries × k {k} = {len(queries) * k:,} "
                                  f"results in one request: at most {limits.max_results:,}")
         with served.use() as idx:
+            explainer = Explainer(idx) if explain else None
             if not ids:
                 return respond(answer_queries(idx, [str(q) for q in queries], k, mode, where,
                                               within(reranker, idx.count) if rerank else None,
-                                              by))
+                                              by), explainer)
             try:
-                return respond(answer_ids(idx, [_as_id(q) for q in queries], k, where))
+                return respond(answer_ids(idx, [_as_id(q) for q in queries], k, where),
+                               explainer)
             except InputError as e:
                 raise HTTPError(404, str(e)) from e
 
@@ -206,17 +211,18 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
                    k: int = TOP_K, mode: str | None = None,
                    where: list[str] = Query([], description="COLUMN=VALUE; repeatable."),
                    ids: bool = False, rerank: bool = False,
-                   by: str = "passage") -> JSONResponse:
+                   by: str = "passage", explain: bool = False) -> JSONResponse:
         """The best-matching stored sentences (`by=doc`: documents) for each query:
-        `qtsearch search --json`."""
-        return search(list(q), k, mode, parse_where(where), ids, rerank, by)
+        `qtsearch search --json` (`explain=true`: with --explain)."""
+        return search(list(q), k, mode, parse_where(where), ids, rerank, by, explain)
 
     @app.post("/search")
     def search_post(body: SearchBody) -> JSONResponse:
         """The same as GET /search, with the query or queries in a JSON body."""
         where = body.where if isinstance(body.where, dict) else parse_where(body.where)
         queries = body.q if isinstance(body.q, list) else [body.q]
-        return search(queries, body.k, body.mode, where, body.ids, body.rerank, body.by)
+        return search(queries, body.k, body.mode, where, body.ids, body.rerank, body.by,
+                      body.explain)
 
     @app.post("/analogy")
     def analogy(body: AnalogyBody) -> JSONResponse:
