@@ -85,6 +85,17 @@ def test_post_search_with_filters_is_the_cli_json(capsys, flat, client):
         same(r.json(), want)
 
 
+def test_explained_search_is_the_cli_json(capsys, flat, client):
+    query = "She was very happy to see him again."
+    code, want = cli_json(capsys, "search", str(flat), query, "-k", "3", "--explain")
+    got = client.get("/search", params={"q": query, "k": 3, "explain": "true"})
+    assert code == 0 and got.status_code == 200
+    same(got.json(), want)
+    assert all("explain" in hit for hit in got.json()[0]["hits"])
+    posted = client.post("/search", json={"q": query, "k": 3, "explain": True})
+    same(posted.json(), want)
+
+
 def test_neighbours_of_ids_are_the_cli_json(capsys, flat, client):
     code, want = cli_json(capsys, "search", str(flat), "5", "17", "--ids", "-k", "3")
     assert code == 0

@@ -69,6 +69,13 @@ def test_modes_and_filters(flat, api, tmp_path):
     want = api.search(query, k=3, mode="lexical")[0]
     assert all(f" {h.id} " in ask(child, query) for h in want)
     assert "mode = semantic" in ask(child, ":mode semantic")
+    assert "explain: on" in ask(child, ":explain")
+    shown = ask(child, query)
+    assert "why" in shown and "score = the cosine" in shown and "query terms: emma" in shown
+    assert "explain: off" in ask(child, ":explain")
+    centre = want[0].id
+    marked = [line for line in ask(child, f":ctx {centre}").splitlines() if "▶" in line]
+    assert len(marked) == 1 and f" {centre} " in marked[0]
     assert "where: doc=1" in ask(child, ":where doc=1")
     shown = ask(child, query)
     assert all(f" {h.id} " in shown
