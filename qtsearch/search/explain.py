@@ -16,19 +16,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from qtsearch.encoders.files import DEFAULT_MODEL
 from qtsearch.index.bm25 import Analyzer
 from qtsearch.search.fusion import RRF_K, Leg
-from qtsearch.search.hits import Hit, Results
-from qtsearch.search.lexical import stop_words_note
+from qtsearch.search.hits import Basis, Hit, LegBasis, Results
+from qtsearch.search.lexical import LexicalSearch, stop_words_note
 from qtsearch.search.words import composed_words
-
-if TYPE_CHECKING:  # the engine imports this module
-    from qtsearch.search.engine import Index
 
 #: The shipped model's weak-match threshold on the semantic cosine: a hit under it is weak,
 #: and a query whose every candidate is under it has no good match. Measured on the STS-B
@@ -49,30 +46,6 @@ def weak_cosine(encoder: object) -> float | None:
     path = getattr(encoder, "path", None)
     shipped = path is not None and Path(path).resolve() == DEFAULT_MODEL
     return WEAK_COSINE if shipped else None
-
-
-@dataclass(frozen=True)
-class LegBasis:
-    """One leg of one query: its ids in its own order (rank 1 first) and the mean and
-    standard deviation of its scores over the fused candidates (the convex fusion's z)."""
-
-    order: dict[int, int]
-    mean: float
-    std: float
-
-
-@dataclass(frozen=True)
-class Basis:
-    """How one query's hits were ranked: `legs` by name ("semantic", "lexical"), `fusion`
-    ("convex" or "rrf") and BM25's `lexical_weight` where both legs were fused, else None."""
-
-    legs: dict[str, LegBasis]
-    fusion: str | None = None
-    lexical_weight: float | None = None
-
-    @property
-    def mode(self) -> str:
-        return "hybrid" if len(self.legs) == 2 else next(iter(self.legs), "semantic")
 
 
 def basis_of(shown: Mapping[str, Leg], raw: Mapping[str, Leg | None], fusion: str,
@@ -128,11 +101,20 @@ class Asked:
         return before or weak_note(text, hits, threshold)
 
 
+class Opened(Protocol):
+    """What an explanation needs of an opened index (qtsearch.search.engine.Index, which
+    imports this module)."""
+
+    lexical: LexicalSearch | None
+    encoder: Any
+    weak_cosine: float | None
+
+
 class Explainer:
     """Explanations of the hits of one opened index (`Explainer(index).explain(query,
     hits)`): JSON-ready dicts, one a hit, in order."""
 
-    def __init__(self, index: Index):
+    def __init__(self, index: Opened):
         lexical = index.lexical
         bm25 = lexical.bm25 if lexical is not None else None
         self.analyzer = bm25.analyzer if bm25 is not None else Analyzer()

@@ -1,5 +1,6 @@
 """What a query returns: stored sentences (`Record`), ranked hits (`Hit`) and one query's list
-of hits with what the engine has to say about the query (`Results`)."""
+of hits with what the engine has to say about the query (`Results`), and how it ranked them
+(`Basis`)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,9 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from qtsearch.text.reader import ARTICLE_FIELDS
-
-if TYPE_CHECKING:  # explain imports this module
-    from qtsearch.search.explain import Basis
 
 #: What a result is: a stored passage (sentence), or a document ranked by its best passage.
 UNITS = ("passage", "doc")
@@ -75,6 +73,30 @@ class Hit(Record):
         if self.passages is not None:
             shaped["passages"] = [p.to_dict() for p in self.passages]
         return shaped
+
+
+@dataclass(frozen=True)
+class LegBasis:
+    """One leg of one query: its ids in its own order (rank 1 first) and the mean and
+    standard deviation of its scores over the fused candidates (the convex fusion's z)."""
+
+    order: dict[int, int]
+    mean: float
+    std: float
+
+
+@dataclass(frozen=True)
+class Basis:
+    """How one query's hits were ranked: `legs` by name ("semantic", "lexical"), `fusion`
+    ("convex" or "rrf") and BM25's `lexical_weight` where both legs were fused, else None."""
+
+    legs: dict[str, LegBasis]
+    fusion: str | None = None
+    lexical_weight: float | None = None
+
+    @property
+    def mode(self) -> str:
+        return "hybrid" if len(self.legs) == 2 else next(iter(self.legs), "semantic")
 
 
 class Results(list[Hit]):

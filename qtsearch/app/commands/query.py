@@ -191,11 +191,10 @@ def search(
                                      within(reranker, idx.count), by)
             titles = None
         ms = (time.perf_counter() - started) * 1000
-        try:
-            _print(answers, as_json, titles, idx.weak_cosine, explainer)
-        finally:
-            if not as_json:
-                _timing(answers, ms)
+        # a failed query exits from _print with its one error line, and no time
+        _print(answers, as_json, titles, idx.weak_cosine, explainer)
+        if not as_json:
+            _timing(answers, ms)
 
 
 def _timing(answers: list[Answer], ms: float) -> None:
