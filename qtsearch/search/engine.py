@@ -43,7 +43,6 @@ from qtsearch.search.lexical import LexicalSearch
 from qtsearch.search.opening import check_dims, model_for, read_through
 from qtsearch.search.rerank import Reranker
 from qtsearch.search.words import composed_note, note_for, unknown_words, vocabulary
-from qtsearch.text.tokenizer import scrub
 
 log = logging.getLogger("qtsearch")
 MODES = ("hybrid", "semantic", "lexical")
@@ -161,8 +160,7 @@ class Index:
     def _text(sentence: str) -> str:
         if not isinstance(sentence, str):
             raise UsageError(f"a query must be a string, not {type(sentence).__name__}")
-        # undecodable bytes of argv come as lone surrogates: U+FFFD, as the tokenizer reads them
-        text = scrub(sentence).strip()
+        text = sentence.strip()
         if not text:
             raise InputError("empty query: type a sentence")
         return text
