@@ -12,11 +12,14 @@ import itertools
 import json
 import random
 import shutil
+import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_helpers import cli, one_error_line, run, sentences
+from cli_helpers import ENV, REPO, cli, one_error_line, run, sentences
 
 from qtsearch.core.errors import QTSearchError
 
@@ -122,9 +125,25 @@ def test_damaged_bm25_files_are_one_line_for_readers(capsys, copy, file, damage)
         open_served(ServeConfig(str(copy), warm_up=True)).close()
     except QTSearchError as e:
         assert e.code == 5 and "bm25" in str(e) and "\n" not in str(e)
-    if damage == "truncate" or file in ("bm25/info.json", "bm25/indptr.npy",
-                                        "bm25/term_offsets.npy"):
+    if damage == "truncate" or file in TABLES:
         assert codes == [5, 5]
+    if damage != "truncate" and file in TABLES:  # seen by the BM25 open, not by a size
+        r = serve_cli(copy)
+        assert r.returncode == 5 and "bm25" in one_error_line(r.stderr)
+
+
+#: The BM25 files whose damage an open always sees: the info and the two term tables.
+TABLES = ("bm25/info.json", "bm25/indptr.npy", "bm25/term_offsets.npy")
+
+
+def serve_cli(index: Path) -> subprocess.CompletedProcess:
+    """`qtsearch serve INDEX` on a free loopback port: it should refuse before it serves (a
+    server that starts is stopped by the timeout, failing the test)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return subprocess.run([sys.executable, str(REPO / "cli.py"), "serve", str(index), "--port",
+                           str(port)], capture_output=True, text=True, env=ENV, timeout=120)
 
 
 # -- hand-edited manifests --------------------------------------------------------------
