@@ -28,10 +28,11 @@ def token_file(folder: Path) -> Path:
 
 @contextlib.contextmanager
 def serving(index: Path, token: Path | None = None, warm_up: bool = False,
-            rerank: str | None = None, **limits: Any) -> Iterator[str]:
+            rerank: str | None = None, warmed: bool = False, **limits: Any) -> Iterator[str]:
     """The base URL of a server over `index` while the block runs. No warm-up by default:
     its learned word counts can change a lexical plan (query.lexical), and the answers are
-    compared with the CLI's, which never warms up."""
+    compared with the CLI's, which never warms up. `warmed`: warmed up before the first
+    request, the background part included (the lexical leg then stems every new word)."""
     pytest.importorskip("fastapi", reason="the [serve] extra is not installed")
     import uvicorn
 
@@ -41,7 +42,7 @@ def serving(index: Path, token: Path | None = None, warm_up: bool = False,
 
     config = ServeConfig(str(index), token_file=str(token) if token else None,
                          limits=Limits(**limits), warm_up=warm_up, rerank=rerank)
-    app = create_app(config)
+    app = create_app(config, _warmed(config) if warmed else None)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -61,3 +62,16 @@ def serving(index: Path, token: Path | None = None, warm_up: bool = False,
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+def _warmed(config: Any) -> Any:
+    """The served index of `config`, its warm-up finished before it answers."""
+    from qtsearch.app.serve.served import ServedIndex
+    from qtsearch.search.engine import Index
+
+    def open_index(encoder: Any) -> Index:
+        index = Index.open(config.index, model=encoder, device=config.device)
+        index.warm_up(wait=True)
+        return index
+
+    return ServedIndex(config.index, open_index, device=config.device)

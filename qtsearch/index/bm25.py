@@ -41,11 +41,13 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from tokenize import TokenError
+from typing import Any
 
 import numpy as np
 import Stemmer
 
-from qtsearch.core.errors import IndexError_
+from qtsearch.core.errors import DamagedIndex, IndexError_
 from qtsearch.text.stopwords import STOP_WORDS
 
 FOLDER = "bm25"
@@ -292,25 +294,63 @@ class Bm25Index:
     """An index folder's BM25 files, memory-mapped; `top` is safe from many threads."""
 
     def __init__(self, path: Path):
+        """Open the files, checking what costs no more than reading their headers and the two
+        term tables (a few ms at a million terms): the info, every array's type and length,
+        and that the tables ascend from 0 to the end of what they index. DamagedIndex, naming
+        the file, where one is off (a reader's `check` of what it can afford)."""
         self.path = path
-        info = json.loads((path / "info.json").read_text(encoding="utf-8"))
-        if info.get("format") != FORMAT:
-            raise IndexError_(f"{path}: BM25 files of format {info.get('format')}, this "
-                              f"qtsearch reads {FORMAT}; rebuild the index")
-        self.count = int(info["rows"])
+        info = self._info()
+        self.count, terms, postings = info["rows"], info["terms"], info["postings"]
         self.k1, self.b = float(info["k1"]), float(info["b"])
         self.avglen = float(info["avglen"])  # terms a row holds on average
-        self.indptr = np.load(path / "indptr.npy", mmap_mode="r")
-        self.offsets = np.load(path / "term_offsets.npy", mmap_mode="r")
-        self.rows = np.load(path / "rows.npy", mmap_mode="r")
-        self.tfs = np.load(path / "tfs.npy", mmap_mode="r")
-        self.weights = np.load(path / "weights.npy", mmap_mode="r")
-        self.lengths = np.load(path / "lengths.npy", mmap_mode="r")
-        self.analyzer = Analyzer()
         blob = path / "terms.txt"
+        self.indptr = self._array("indptr.npy", np.int64, terms + 1, postings)
+        self.offsets = self._array("term_offsets.npy", np.int64, terms + 1,
+                                   blob.stat().st_size)
+        self.rows = self._array("rows.npy", np.int32, postings)
+        self.tfs = self._array("tfs.npy", np.uint16, postings)
+        self.weights = self._array("weights.npy", np.float32, postings)
+        self.lengths = self._array("lengths.npy", np.int32, self.count)
+        self.analyzer = Analyzer()
         with open(blob, "rb") as fh:  # an empty file cannot be mapped (a corpus of stop-words)
             self._blob = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) \
                 if blob.stat().st_size else b""
+
+    def damaged(self, name: str, why: str) -> DamagedIndex:
+        return DamagedIndex(f"{self.path / name}: damaged BM25 file ({why}); rebuild the index")
+
+    def _info(self) -> dict[str, Any]:
+        try:
+            info = json.loads((self.path / "info.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError included
+            raise self.damaged("info.json", str(e).splitlines()[0]) from None
+        if not isinstance(info, dict):
+            raise self.damaged("info.json", "not a JSON object")
+        if info.get("format") != FORMAT:
+            raise IndexError_(f"{self.path}: BM25 files of format {info.get('format')!r}, this "
+                              f"qtsearch reads {FORMAT}; rebuild the index")
+        for key in ("rows", "terms", "postings"):
+            if type(info.get(key)) is not int or info[key] < 0:
+                raise self.damaged("info.json", f"{key} {info.get(key)!r}")
+        for key in ("k1", "b", "avglen"):
+            if type(info.get(key)) not in (int, float) or not np.isfinite(info[key]):
+                raise self.damaged("info.json", f"{key} {info.get(key)!r}")
+        return info
+
+    def _array(self, name: str, dtype: type, length: int, end: int | None = None) -> np.ndarray:
+        """A memory-mapped array of `dtype` and `length`; `end`: a table ascending from 0 to
+        `end` (where each term's postings or text start)."""
+        try:
+            array = np.load(self.path / name, mmap_mode="r")
+        except (OSError, ValueError, SyntaxError, TokenError) as e:
+            raise self.damaged(name, str(e).splitlines()[0][:200]) from None
+        if array.dtype != dtype or array.shape != (length,):
+            raise self.damaged(name, f"{array.dtype} {array.shape} where {np.dtype(dtype)} "
+                                     f"({length},) belongs")
+        if end is not None and (array[0] != 0 or array[-1] != end
+                                or bool((np.diff(array) < 0).any())):
+            raise self.damaged(name, f"not a table ascending from 0 to {end}")
+        return array
 
     @classmethod
     def open(cls, folder: Path) -> Bm25Index | None:
@@ -349,6 +389,17 @@ class Bm25Index:
         df = int(self.indptr[term_id + 1] - self.indptr[term_id])
         return float(np.log1p((self.count - df + 0.5) / (df + 0.5)))
 
+    def _postings(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """The rows and weights of postings start…end, checked as they are read (what the
+        open could not afford to scan): rows within the index, weights finite."""
+        rows = np.asarray(self.rows[start:end])
+        weights = np.asarray(self.weights[start:end], dtype=np.float32)
+        if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= self.count):
+            raise self.damaged("rows.npy", f"a row id outside 0…{self.count - 1}")
+        if not np.isfinite(weights).all():
+            raise self.damaged("weights.npy", "a weight that is not a finite number")
+        return rows, weights
+
     def query_terms(self, text: str) -> list[str]:
         """The distinct terms of a query, stop-words left out."""
         return list(dict.fromkeys(self.analyzer.terms(text)))
@@ -366,15 +417,15 @@ class Bm25Index:
         if not ids or k < 1:
             return []
         spans = [(int(self.indptr[t]), int(self.indptr[t + 1]), self.idf(t)) for t in ids]
+        postings = [self._postings(s, e) for s, e, _ in spans]
         if len(spans) == 1:
-            s, e, idf = spans[0]
-            cand = np.asarray(self.rows[s:e])
-            vals = np.asarray(self.weights[s:e], dtype=np.float32) * np.float32(idf)
+            cand, weights = postings[0]
+            vals = weights * np.float32(spans[0][2])
         else:
             acc = np.zeros(self.count, dtype=np.float32)
-            for s, e, idf in spans:  # a row occurs once in a term's postings: no lost adds
-                acc[self.rows[s:e]] += self.weights[s:e] * np.float32(idf)
-            cand = np.concatenate([self.rows[s:e] for s, e, _ in spans])
+            for (rows, weights), (_, _, idf) in zip(postings, spans, strict=True):
+                acc[rows] += weights * np.float32(idf)  # a row occurs once in a term's postings
+            cand = np.concatenate([rows for rows, _ in postings])
             vals = acc[cand]
         if allowed is not None:
             mask = np.zeros(self.count, dtype=bool)

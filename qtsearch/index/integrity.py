@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from qtsearch.core.errors import IndexError_
+from qtsearch.core.errors import DamagedIndex, IndexError_
 
 #: The manifest key holding {relative path: {"bytes": n, "sha256": hex}}.
 FILES = "files"
@@ -77,27 +77,66 @@ def check_sizes(folder: str | os.PathLike, manifest: dict[str, Any]) -> None:
 
 def verify(folder: str | os.PathLike, manifest: dict[str, Any]) -> list[str]:
     """Every problem `qtsearch check` finds, one line each (empty: the index is whole):
-    recorded files missing, resized or with another sha256, and counts that disagree."""
+    recorded files missing, resized or with another sha256, files the record does not list,
+    and counts that disagree (counted only where the files they are read from are whole)."""
     folder = Path(folder)
     problems: list[str] = []
-    for name, want in (manifest.get(FILES) or {}).items():
+    bad: set[str] = set()
+    recorded = manifest.get(FILES) or {}
+    for name, want in recorded.items():
         path = folder / name
-        if not path.is_file():
-            problems.append(f"{path}: missing")
-            continue
-        try:
-            got = {"bytes": path.stat().st_size, "sha256": sha256(path)}
-        except PermissionError:
-            problems.append(f"{path}: permission denied")
-            continue
-        if got["bytes"] != want.get("bytes"):
-            problems.append(f"{path}: {got['bytes']:,} bytes, the manifest records "
-                            f"{want.get('bytes', 0):,}")
-        elif got["sha256"] != want.get("sha256"):
-            problems.append(f"{path}: sha256 {got['sha256'][:12]}… differs from the "
-                            f"recorded {str(want.get('sha256'))[:12]}… (damaged)")
-    problems += count_problems(folder, manifest)
+        problem = _file_problem(path, want)
+        if problem:
+            problems.append(problem)
+            bad.add(name)
+    if recorded:  # an index from before the record lists nothing
+        problems += [f"{p}: not listed in the manifest (not written by qtsearch: move it out "
+                     "of the index folder)" for p in _files(folder)
+                     if p.relative_to(folder).as_posix() not in recorded]
+    if not bad & _vector_files():  # faiss may crash on a damaged file (SQLite says so)
+        problems += count_problems(folder, manifest)
     return problems
+
+
+def _vector_files() -> set[str]:
+    """The files `counts` reads the vectors from."""
+    from qtsearch.index.fold import FOLD_FILE
+    from qtsearch.index.names import INDEX_FILE
+
+    return {INDEX_FILE, FOLD_FILE}
+
+
+def _file_problem(path: Path, want: dict[str, Any]) -> str | None:
+    if not path.is_file():
+        return f"{path}: missing"
+    try:
+        got = {"bytes": path.stat().st_size, "sha256": sha256(path)}
+    except PermissionError:
+        return f"{path}: permission denied"
+    if got["bytes"] != want.get("bytes"):
+        return f"{path}: {got['bytes']:,} bytes, the manifest records {want.get('bytes', 0):,}"
+    if got["sha256"] != want.get("sha256"):
+        return (f"{path}: sha256 {got['sha256'][:12]}… differs from the recorded "
+                f"{str(want.get('sha256'))[:12]}… (damaged)")
+    return None
+
+
+def damaged(folder: str | os.PathLike, problems: list[str], unchanged: bool = False) -> str:
+    """The one line that tells `problems` (verify's): the first three, and how many more
+    (`unchanged`: a writer's, which says it wrote nothing)."""
+    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+    return (f"{folder}: damaged: " + "; ".join(problems[:3]) + more +
+            ("; nothing was written" if unchanged else "") + "; rebuild the index")
+
+
+def require_whole(folder: str | os.PathLike, manifest: dict[str, Any]) -> None:
+    """What a writer runs before it rewrites an index: the whole `check`, DamagedIndex (one
+    line naming the file) when anything is off. A writer records every file's sha256 anew,
+    so writing over damage would make `check` call it whole; reading every byte costs about
+    what the working copy's own copy of them does."""
+    problems = verify(folder, manifest)
+    if problems:
+        raise DamagedIndex(damaged(folder, problems, unchanged=True))
 
 
 def counts(folder: Path) -> dict[str, int | None]:

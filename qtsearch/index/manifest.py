@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from qtsearch.core.config import write_json_atomic
-from qtsearch.core.errors import IndexError_
+from qtsearch.core.errors import DamagedIndex, IndexError_
 from qtsearch.core.version import __version__
 from qtsearch.index.names import MANIFEST
 
@@ -18,6 +18,62 @@ VERSION = 1
 #: Keys every manifest must have; a reader refuses a manifest missing one.
 REQUIRED = ("format", "version", "count", "dim", "index_type", "index_key", "index_params",
             "metric", "model")
+
+
+class Count:
+    """A whole number of 0 or more (JSON true is not one, though Python's bool is an int)."""
+
+
+#: What each key the readers use holds: a type, a Count, {key: shape} (a JSON object whose
+#: listed keys, where present, have their shapes; "*": every value), or [shape] (a list).
+#: Keys not listed are not checked (time stamps, build notes); REQUIRED says which must be
+#: there. Checked on every read, so that a hand-edited manifest fails here in one line
+#: instead of deep in a command.
+_FILE = {"*": {"bytes": Count, "sha256": str}}
+_INPUT = {"path": str, "sha256": str, "bytes": Count}
+SHAPE: dict[str, Any] = {
+    "format": str, "version": int, "count": Count, "dim": Count, "model_dim": Count,
+    "index_type": str, "index_key": str, "index_params": {}, "metric": str,
+    "model": {"path": str, "fingerprint": str, "name": str, "dim": Count},
+    "files": _FILE, "corpus": [_INPUT], "added": [{}], "deleted": [{}],
+    "split_sentences": bool, "fts": bool, "docs": str, "passage_words": Count,
+    "record_fields": [(str, type(None))], "transform": ({}, type(None)),
+    "build": {}, "stages": {}, "input_format": str,
+}
+
+
+def shape_problem(value: Any, shape: Any, where: str = "") -> str | None:
+    """What in `value` does not have its `shape` (see SHAPE), in a few words; None if
+    nothing."""
+    if isinstance(shape, tuple):  # one of several shapes
+        found = [shape_problem(value, s, where) for s in shape]
+        return None if None in found else found[0]
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return _wrong(value, "an object", where)
+        for key, item in value.items():
+            inner = shape.get(key, shape.get("*"))
+            found = None if inner is None else \
+                shape_problem(item, inner, f"{where}.{key}" if where else str(key))
+            if found:
+                return found
+        return None
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return _wrong(value, "a list", where)
+        return next((p for i, item in enumerate(value)
+                     if (p := shape_problem(item, shape[0], f"{where}[{i}]"))), None)
+    if shape is Count:
+        ok = type(value) is int and value >= 0
+        return None if ok else _wrong(value, "a whole number of 0 or more", where)
+    if shape is int or shape is float:
+        return None if type(value) is shape else _wrong(value, shape.__name__, where)
+    return None if isinstance(value, shape) else _wrong(
+        value, {str: "a string", bool: "true or false"}.get(shape, shape.__name__), where)
+
+
+def _wrong(value: Any, want: str, where: str) -> str:
+    return f"{where} is {json.dumps(value)[:40]} where {want} belongs"
 
 
 def read_manifest(index_dir: str | Path) -> dict[str, Any]:
@@ -46,6 +102,9 @@ def read_manifest(index_dir: str | Path) -> dict[str, Any]:
     missing = [k for k in REQUIRED if k not in data]
     if missing:
         raise IndexError_(f"{path}: corrupt manifest (missing {', '.join(missing)})")
+    wrong = shape_problem(data, SHAPE)
+    if wrong:
+        raise DamagedIndex(f"{path}: corrupt manifest ({wrong}); rebuild the index")
     from qtsearch.index.integrity import check_sizes
 
     check_sizes(folder, data)  # a truncated or replaced file fails here, in one line

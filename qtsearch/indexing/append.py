@@ -19,6 +19,7 @@ from qtsearch.encoders.registry import load_encoder
 from qtsearch.index import bm25
 from qtsearch.index.faiss_backend import FaissBuilder
 from qtsearch.index.folder import file_checksum, swap_in, working_copy
+from qtsearch.index.integrity import require_whole
 from qtsearch.index.lock import writer_lock
 from qtsearch.index.manifest import compose_manifest, now, read_manifest, write_manifest
 from qtsearch.index.names import INDEX_FILE, META_FILE, PARQUET_FILE
@@ -146,6 +147,7 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
     if not files:  # nothing new: the index stays as it is, not even copied
         return AddResult(folder, 0, int(manifest["count"]), time.perf_counter() - t0,
                          list(skipped.values()))
+    require_whole(folder, manifest)  # before anything is read from its files
     model_path = manifest["model"]["path"]
     encoder = load_encoder(model_path, device=device)
     if encoder.fingerprint != manifest["model"]["fingerprint"]:

@@ -23,7 +23,7 @@ from qtsearch.core.errors import IndexError_, UsageError
 from qtsearch.index import bm25
 from qtsearch.index.compact import keep_rows
 from qtsearch.index.folder import swap_in, working_copy
-from qtsearch.index.integrity import counts
+from qtsearch.index.integrity import counts, require_whole
 from qtsearch.index.lock import writer_lock
 from qtsearch.index.manifest import compose_manifest, now, read_manifest, write_manifest
 from qtsearch.index.names import INDEX_FILE, META_FILE, PARQUET_FILE
@@ -70,6 +70,7 @@ def delete_from_index(index_dir: str | os.PathLike, doc_ids: Sequence[str] = (),
 def _delete(folder: Path, doc_ids: list[str], where: Condition | None) -> DeleteResult:
     t0 = time.perf_counter()
     manifest = read_manifest(folder)
+    require_whole(folder, manifest)  # before anything is read from its files
     total = whole_count(folder)
     with MetadataStore.open(folder / META_FILE) as store:
         drop = matching_rows(store, doc_ids, where)

@@ -30,6 +30,8 @@ class Filter:
 
 
 NO_FILTER = Filter("", (), "")
+#: The whole numbers SQLite binds (64 bits); a larger one would fail inside the query.
+SQLITE_MIN, SQLITE_MAX = -(2**63), 2**63 - 1
 
 
 def make_filter(where: Mapping[str, str | int] | None, columns: list[str]) -> Filter:
@@ -48,6 +50,9 @@ def make_filter(where: Mapping[str, str | int] | None, columns: list[str]) -> Fi
                 value = int(value)
             except (TypeError, ValueError):
                 raise UsageError(f"filter {name}={value!r}: {name} is a whole number") from None
+        if isinstance(value, int) and not SQLITE_MIN <= value <= SQLITE_MAX:
+            raise UsageError(f"filter {name}={value}: out of range (SQLite's whole numbers go "
+                             f"from {SQLITE_MIN:,} to {SQLITE_MAX:,})")
         if name == "source":
             parts.append("(sentences.source = ? OR sentences.source LIKE ? ESCAPE '\\')")
             escaped = str(value).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

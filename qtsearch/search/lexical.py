@@ -88,16 +88,29 @@ class Stems:
             if new:
                 if len(self._known) + len(new) > CACHE_WORDS:
                     self._known.clear()
-                self._db.executemany("INSERT INTO words(rowid, w) VALUES (?, ?)",
-                                     enumerate(new))
-                terms: dict[int, list[str]] = {}
-                for term, row in self._db.execute("SELECT term, doc FROM terms"):
-                    terms.setdefault(row, []).append(term)
-                self._db.execute("DELETE FROM words")
+                terms = self._tokenize(new)
                 for row, word in enumerate(new):
                     found = terms.get(row, [])
-                    self._known[word] = found[0] if len(found) == 1 else None
+                    self._known[word] = found[0] if len(found) == 1 and found[0] else None
             return {w: self._known.get(w) for w in words}
+
+    def _tokenize(self, words: list[str]) -> dict[int, list[str]]:
+        """The terms of each word (by its position), in a transaction rolled back whatever
+        happens: the table is shared by every request of a server, so a query that fails here
+        must leave it empty for the next one. A term that is not valid UTF-8 (the tokenizer
+        cuts a very long word inside a character) is given as "": no single term."""
+        terms: dict[int, list[str]] = {}
+        try:
+            self._db.executemany("INSERT INTO words(rowid, w) VALUES (?, ?)", enumerate(words))
+            for term, row in self._db.execute("SELECT CAST(term AS BLOB), doc FROM terms"):
+                try:
+                    text = bytes(term).decode("utf-8")
+                except UnicodeDecodeError:
+                    text = ""
+                terms.setdefault(row, []).append(text)
+        finally:
+            self._db.rollback()
+        return terms
 
 
 class LexicalSearch:

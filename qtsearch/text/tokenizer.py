@@ -13,7 +13,7 @@ import blingfire
 if TYPE_CHECKING:
     from qtsearch.text.vocab import Vocab
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE = re.compile("[\ud800-\udfff]")
 #: BlingFire's C library as its package loads it. Its Python wrapper makes a new ctypes buffer
 #: type per call, two thirds of its ~20 µs a sentence; a buffer kept per thread makes it ~7 µs
 #: (a 1M-sentence build tokenises every sentence).
@@ -24,7 +24,7 @@ _buffers = threading.local()
 def scrub(text: str) -> str:
     """Lone surrogates (undecodable bytes of argv or stdin under surrogateescape) become
     U+FFFD: BlingFire needs valid UTF-8. Same length, so character offsets stay valid."""
-    return _SURROGATE.sub("\ufffd", text)
+    return SURROGATE.sub("\ufffd", text)
 
 
 def tokenize(text: str) -> list[str]:

@@ -7,22 +7,20 @@ from pathlib import Path
 import typer
 
 from qtsearch.app.commands.common import out
-from qtsearch.core.errors import IndexError_
+from qtsearch.core.errors import DamagedIndex
 
 
 def check(index: Path = typer.Argument(..., help="An index folder made by build-index.")) -> None:
     """Verify an index: every file's sha256 against the one its manifest records, and that
     vectors, rows, full-text rows and the manifest's count agree. Reads every byte (seconds
     per GB); exit 5 with the problems in one line when anything is off, 0 when it is whole."""
-    from qtsearch.index.integrity import FILES, counts, verify
+    from qtsearch.index.integrity import FILES, counts, damaged, verify
     from qtsearch.index.manifest import read_manifest
 
     manifest = read_manifest(index)
     problems = verify(index, manifest)
     if problems:
-        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        raise IndexError_(f"{index}: damaged: " + "; ".join(problems[:3]) + more +
-                          "; rebuild the index")
+        raise DamagedIndex(damaged(index, problems))
     files = manifest.get(FILES)
     got = counts(index)
     what = (f"{len(files)} files match their recorded sha256" if files else

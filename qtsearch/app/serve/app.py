@@ -21,7 +21,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+from pydantic_core import PydanticCustomError
 from starlette.exceptions import HTTPException
 
 from qtsearch.app.serve.guards import Guards, check_token
@@ -43,6 +44,7 @@ from qtsearch.search.engine import Index
 from qtsearch.search.explain import Explainer
 from qtsearch.search.filters import parse_where
 from qtsearch.search.rerank import Reranker
+from qtsearch.text.tokenizer import SURROGATE
 
 STATIC = Path(__file__).resolve().parent / "static"
 #: Seconds a 503 (busy) answer asks the client to wait before trying again.
@@ -85,7 +87,40 @@ def read_token(path: str | os.PathLike) -> str:
     return token
 
 
-class SearchBody(BaseModel):
+def lone_surrogate(value: Any, where: str = "") -> str | None:
+    """Where in a JSON value a string holds a lone surrogate (JSON's \\ud800 escapes decode to
+    one: no UTF-8 encodes it, so neither SQLite nor the tokenizers take it); None if none."""
+    if isinstance(value, str):
+        return None if value.isascii() or not SURROGATE.search(value) else where or "body"
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        here = f"{where}.{key}" if where else str(key)
+        found = lone_surrogate(key, here) or lone_surrogate(item, here)
+        if found:
+            return found
+    return None
+
+
+class Body(BaseModel):
+    """A request body: its text must be Unicode text, refused in one line where it is not."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unicode(cls, data: Any) -> Any:
+        where = lone_surrogate(data)
+        if where:
+            raise PydanticCustomError("surrogate", "{where}: a lone surrogate (an unpaired "
+                                      "\\ud800-\\udfff escape) is not text",
+                                      {"where": where})
+        return data
+
+
+class SearchBody(Body):
     q: str | int | list[str | int] = Field(
         description="A query sentence or a list of them (with ids: sentence ids).")
     k: int = Field(TOP_K, description="Results per query.")
@@ -103,7 +138,7 @@ class SearchBody(BaseModel):
                                              "`qtsearch search --json --explain`.")
 
 
-class AnalogyBody(BaseModel):
+class AnalogyBody(Body):
     a: str
     b: str
     c: str
@@ -111,7 +146,7 @@ class AnalogyBody(BaseModel):
     keep_inputs: bool = Field(False, description="Allow A, B and C among the results.")
 
 
-class AddBody(BaseModel):
+class AddBody(Body):
     text: str = Field(description="The new text as a file would hold it: one sentence a line, "
                                   "a blank line between documents (or running text, as the "
                                   "index was built or as split_sentences says).")
@@ -125,7 +160,7 @@ class AddBody(BaseModel):
                                             "old passages (`qtsearch add --upsert`).")
 
 
-class DeleteBody(BaseModel):
+class DeleteBody(Body):
     doc_ids: list[str] = Field([], description="Records whose rows go (the doc_id column).")
     where: dict[str, str | int] | list[str] | str | None = Field(
         None, description='Rows matching these filters go: {"source": "notes.txt"}, '
