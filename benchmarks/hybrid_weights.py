@@ -81,7 +81,7 @@ def main() -> None:
         config = RelevanceConfig(tasks=list(PARAPHRASE))
         means = [0.0] * (2 + len(weights))
         for task in load_tasks(config, root):
-            folder = task_index(task, args.model, encoder.name, fingerprint)
+            folder, _ = task_index(task, args.model, encoder.name, fingerprint)
             with Index.open(folder, model=encoder, device="cpu") as index:
                 cells = sweep(index, weights,
                               lambda m, i=index, t=task: run_relevance(i, t, m)["MRR@10"])
