@@ -5,6 +5,7 @@ rows (`OpenVocab`), the rows themselves (`GrowingTable`), and what a build count
 from __future__ import annotations
 
 import threading
+from typing import Protocol
 
 import numpy as np
 
@@ -72,18 +73,28 @@ class GrowingTable:
         return self._buffer[: self._count]
 
 
+class StoredRows(Protocol):
+    """Rows stored for some lower-cased words (an index's corpus words), read on demand."""
+
+    def row(self, word: str) -> np.ndarray | None: ...
+
+
 class OpenVocab(Vocab):
     """A vocabulary that gives an unknown but composable word an id of its own, past the
     table's rows, its row the composed vector (in `table`); an uncomposable word stays <unk>.
-    Lookups are the closed vocabulary's first (a known word, in any casing, keeps its id)."""
+    Lookups are the closed vocabulary's first (a known word, in any casing, keeps its id).
+    With `stored` rows, a word that has one gets it instead of its composed row, when first
+    met: as if `set_rows` had given it before any lookup, without reading every row at once."""
 
-    def __init__(self, vocab: Vocab, pieces: Pieces, table: np.ndarray):
+    def __init__(self, vocab: Vocab, pieces: Pieces, table: np.ndarray,
+                 stored: StoredRows | None = None):
         # the closed vocabulary's maps, shared rather than rebuilt (49k words: ~30 ms)
         self.words, self.index, self.folded = vocab.words, vocab.index, vocab.folded
         self.pieces = pieces
         self.table = GrowingTable(table)
         #: composed word -> its id (None: no piece of it has a vector)
         self.composed: dict[str, int | None] = {}
+        self.stored = stored
         self._lock = threading.Lock()
 
     def encode(self, tokens: list[str], max_len: int, fold_case: bool = False) -> list[int]:
@@ -101,16 +112,19 @@ class OpenVocab(Vocab):
         with self._lock:
             found = self.composed.get(key, 0)
             if found == 0:
-                vector = self.pieces.compose(token)
+                vector = self.stored.row(key) if self.stored is not None else None
+                if vector is None:
+                    vector = self.pieces.compose(token)
                 found = self.table.append(vector) if vector is not None else None
                 self.composed[key] = found
             self.composed[token] = found
         return found if found is not None else 1
 
-    def fresh(self) -> OpenVocab:
-        """A copy that has composed nothing yet: for an index whose corpus words must not
-        reach another index served by the same encoder."""
-        return OpenVocab(self, self.pieces, self.table.view()[: self.table.base])
+    def fresh(self, stored: StoredRows | None = None) -> OpenVocab:
+        """A copy that has composed nothing yet, with these `stored` rows (none of this
+        one's): for an index whose corpus words must not reach another index served by the
+        same encoder."""
+        return OpenVocab(self, self.pieces, self.table.view()[: self.table.base], stored)
 
     def set_rows(self, words: list[str], rows: np.ndarray) -> None:
         """Give composed words (lower-cased, as `composed` keys them) these rows: a word
