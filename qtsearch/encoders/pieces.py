@@ -238,7 +238,9 @@ class Pieces:
         if vectors.ndim != 2 or rows.shape != (vectors.shape[0],) or scales.shape != rows.shape or (
                 len(rows) and (rows.min() < 0 or rows.max() >= len(pieces))):
             raise ModelError(f"{path}: rows and vectors of the pieces table disagree")
-        return cls(pieces, rows, vectors.astype(np.float32) * scales[:, None])
+        dense = vectors.astype(np.float32)
+        dense *= scales[:, None]  # in place: no second float32 table, even for a moment
+        return cls(pieces, rows, dense)
 
     def compose(self, word: str) -> np.ndarray | None:
         rows = self.row_of[wordpiece(word, self.index)] if word else self.row_of[:0]
