@@ -222,6 +222,11 @@ class Pieces:
         self.scales = np.ascontiguousarray(scales, dtype=np.float32)
         self.dim = int(self.codes.shape[1])
 
+    @property
+    def vectors(self) -> np.ndarray:
+        """Every vector scaled to float32 (a new array: to compare tables, not to compose)."""
+        return self.codes.astype(np.float32) * self.scales[:, None]
+
     @classmethod
     def load(cls, folder: str | os.PathLike) -> Pieces | None:
         """The folder's table, None where it has none (the model's closed vocabulary)."""
