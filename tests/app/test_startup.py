@@ -228,7 +228,7 @@ def test_an_index_with_corpus_words_in_the_earlier_layout_answers_the_same(
 #: A generous bound on a one-shot search's peak memory over a small index: the shipped model's
 #: tables and the libraries a search imports, with room to spare; every row of the model's
 #: table copied once more per open, or every corpus-word row read at open, is what it guards.
-ONE_SHOT_PEAK_MB = 320
+ONE_SHOT_PEAK_MB = 256
 
 
 #: Runs qtsearch.app.cli.main on argv[1:], then prints the process's peak RSS in kB (VmHWM: the
