@@ -225,6 +225,22 @@ def test_an_index_with_corpus_words_in_the_earlier_layout_answers_the_same(
     assert answers[:2] == answers[2:] and all(a["hits"] for a in answers[0])
 
 
+def test_a_damaged_corpus_words_file_is_one_line(emma_index: Path, tmp_path: Path) -> None:
+    from qtsearch.encoders.corpus_words import CORPUS_WORDS
+    from qtsearch.index.integrity import FILES
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(emma_index, damaged)
+    path = damaged / CORPUS_WORDS
+    data = bytearray(path.read_bytes())
+    data[8:40] = b"x" * 32  # the header is no longer JSON; the size is the recorded one
+    path.write_bytes(bytes(data))
+    assert CORPUS_WORDS in json.loads((damaged / "manifest.json").read_text())[FILES]
+    done = qtsearch("search", damaged, "Mr. Knightley", cwd=tmp_path)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "not a valid corpus-words file" in done.stderr and "rebuild the index" in done.stderr
+
+
 #: A generous bound on a one-shot search's peak memory over a small index: the shipped model's
 #: tables and the libraries a search imports, with room to spare; every row of the model's
 #: table copied once more per open, or every corpus-word row read at open, is what it guards.
