@@ -182,7 +182,7 @@ class CorpusWords:
                 words = json.loads(meta["words"])
                 self._index = {w: i for i, w in enumerate(words)}  # the last row of a repeat
                 listed = len(words)
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise IndexError_(f"{path}: not a valid corpus-words file ({e}); rebuild the "
                               "index") from e
         if meta.get("format") != FORMAT or self.rows.ndim != 2 or listed != len(self.rows):
@@ -201,11 +201,13 @@ class CorpusWords:
         i = self.find(word)
         return None if i is None else self.rows[i].astype(np.float32)
 
-    def words(self) -> list[str]:
-        """Every word, in the order of the rows."""
+    def listed(self) -> tuple[list[str], np.ndarray]:
+        """(every word once, the number of its row)."""
         if self._index is not None:
-            return list(self._index)
-        return bytes(self._blob).decode("utf-8").split("\n")[:-1]
+            return list(self._index), np.fromiter(self._index.values(), dtype=np.int64,
+                                                  count=len(self._index))
+        return (bytes(self._blob).decode("utf-8").split("\n")[:-1],
+                np.arange(len(self.rows), dtype=np.int64))
 
 
 def open_corpus_words(folder: str | os.PathLike) -> CorpusWords | None:
@@ -221,10 +223,8 @@ def load_corpus_words(folder: str | os.PathLike) -> tuple[list[str], np.ndarray]
     found = open_corpus_words(folder)
     if found is None:
         return None
-    if found._index is not None:  # a repeated word: one row, as the index it keys
-        words = list(found._index)
-        return words, found.rows[list(found._index.values())].astype(np.float32)
-    return found.words(), found.rows.astype(np.float32)
+    words, rows = found.listed()
+    return words, found.rows[rows].astype(np.float32)
 
 
 def _check_dim(encoder: MeanEncoder, dim: int) -> None:
