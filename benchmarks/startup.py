@@ -1,10 +1,13 @@
-"""Start-up of the `qtsearch` command: `qtsearch --help` and a one-shot `qtsearch search` on a
-small index, end to end (a fresh interpreter each run, as a user types them).
+"""Start-up of the `qtsearch` command: `qtsearch --help` and a one-shot `qtsearch search … -k
+10` on each index, end to end (a fresh interpreter each run, as a user types them).
 
-The index is built once from one real book (default: Emma, running text split into sentences,
-~7k sentences) with the shipped model. Each command runs --runs times; printed per command:
-the median wall time and the median CPU time of the child (user + system, from os.wait4),
-which on a loaded machine is the better guide to what an idle one would take. With --base DIR
+The default index is built once from one real book (default: Emma, running text split into
+sentences, ~7k sentences) with the shipped model; --index DIR (repeatable) searches other
+indexes instead, e.g. 100k and 1M Wikipedia sentences (docs/speed.md has the commands that
+build them). Each command runs --runs times; printed per command: the median wall time, the
+median CPU time of the child (user + system, from os.wait4), which on a loaded machine is the
+better guide to what an idle one would take, and the median peak RSS. The page cache is warm
+(a warm-up run of each command comes first): a cold cache adds the disk's time. With --base DIR
 (another checkout of qtsearch, e.g. `git worktree add /tmp/startup-base <commit>`), every run
 also runs there, interleaved with this checkout's, so both see the same load.
 
@@ -19,6 +22,7 @@ in a sandbox that sets it). `python -c pass` and `import typer` are printed as t
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -33,8 +37,8 @@ BOOK = REPO.parent / "shared" / "data" / "gutenberg" / "0003-austen-jane--emma.t
 QUERY = "She was very happy to see her old friend again."
 
 
-def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one run of argv in a child process."""
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak RSS in MB) of one run of argv in a child process."""
     t0 = time.perf_counter()
     child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)
@@ -44,7 +48,7 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float
     if child.returncode != 0:
         sys.exit(f"benchmark: {' '.join(argv)} failed ({child.returncode}) in {cwd}:\n"
                  f"{child.stderr.read().decode() if child.stderr else ''}")
-    return wall, usage.ru_utime + usage.ru_stime
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # kB on Linux
 
 
 def checkout_env(checkout: Path, base: dict[str, str]) -> dict[str, str]:
@@ -59,6 +63,10 @@ def build_index(book: Path, out: Path, env: dict[str, str]) -> None:
     print(f"building the index of {book.name} → {out} (once)…", file=sys.stderr)
     subprocess.run([sys.executable, "-m", "qtsearch", "build-index", str(book),
                     "--split-sentences", "-o", str(out), "-q"], cwd=REPO, env=env, check=True)
+
+
+def sentences(index: Path) -> int:
+    return int(json.loads((index / "manifest.json").read_text(encoding="utf-8"))["count"])
 
 
 def load_average() -> str:
@@ -83,8 +91,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7, help="Runs of each command (median).")
     parser.add_argument("--base", type=Path, help="Another qtsearch checkout to compare with.")
     parser.add_argument("--book", type=Path, default=BOOK, help="Running text to index.")
-    parser.add_argument("--index", type=Path, help="Index folder (built there if missing; "
-                                                   "default: a temporary folder).")
+    parser.add_argument("--index", type=Path, action="append",
+                        help="Index folder to search (repeatable; built from --book where "
+                             "missing; default: the book's index in a temporary folder).")
+    parser.add_argument("--query", default=QUERY, help="The one-shot query.")
     parser.add_argument("--no-bytecode-cache", action="store_true",
                         help="Compile qtsearch's modules at every start (no bytecode cache).")
     args = parser.parse_args()
@@ -96,8 +106,9 @@ def main() -> None:
         else:
             env.pop("PYTHONDONTWRITEBYTECODE", None)
             env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
-        index = args.index or Path(tmp) / "index"
-        build_index(args.book, index, checkout_env(REPO, env))
+        indexes = args.index or [Path(tmp) / "index"]
+        for index in indexes:
+            build_index(args.book, index, checkout_env(REPO, env))
         checkouts = {"this checkout": REPO}
         if args.base is not None:
             checkouts = {"base": args.base.resolve(), **checkouts}
@@ -106,7 +117,8 @@ def main() -> None:
             "python -c pass (floor)": [*py, "-c", "pass"],
             "python -c 'import typer' (floor)": [*py, "-c", "import typer"],
             "qtsearch --help": [*qt, "--help"],
-            "qtsearch search (one query)": [*qt, "search", str(index), QUERY, "-k", "5"],
+            **{f"qtsearch search (one query, {sentences(index):,} sentences)":
+               [*qt, "search", str(index), args.query, "-k", "10"] for index in indexes},
         }
         floors = [name for name in commands if name.endswith("(floor)")]
         runs = [(name, label, checkout) for name in commands
@@ -115,22 +127,24 @@ def main() -> None:
         for name, _, checkout in runs:  # warm-up: bytecode, page cache
             timed(commands[name], checkout, checkout_env(checkout, env))
         load_before = load_average()
-        times: dict[tuple[str, str], list[tuple[float, float]]] = {r[:2]: [] for r in runs}
+        times: dict[tuple[str, str], list[tuple[float, float, float]]] = {
+            r[:2]: [] for r in runs}
         for _ in range(args.runs):  # interleaved: every variant sees the same load
             for name, label, checkout in runs:
                 times[name, label].append(timed(commands[name], checkout,
                                                 checkout_env(checkout, env)))
 
+    what = (f"indexes: {', '.join(map(str, args.index))}" if args.index
+            else f"index: {args.book.name} (running text, split)")
     print(f"\n{cpu_name()}, {os.cpu_count()} CPUs; load average {load_before} before, "
           f"{load_average()} after; median of {args.runs} runs; bytecode "
-          f"{'not cached' if args.no_bytecode_cache else 'cached'}; index: "
-          f"{args.book.name} (running text, split)\n")
-    print("| command | checkout | wall s (median) | CPU s (median) |")
-    print("|---|---|---:|---:|")
+          f"{'not cached' if args.no_bytecode_cache else 'cached'}; {what}\n")
+    print("| command | checkout | wall s (median) | CPU s (median) | peak RSS MB (median) |")
+    print("|---|---|---:|---:|---:|")
     for (name, label), values in times.items():
-        wall = statistics.median(w for w, _ in values)
-        cpu = statistics.median(c for _, c in values)
-        print(f"| `{name}` | {label if name not in floors else '—'} | {wall:.2f} | {cpu:.2f} |")
+        wall, cpu, peak = (statistics.median(v[i] for v in values) for i in range(3))
+        print(f"| `{name}` | {label if name not in floors else '—'} | {wall:.2f} | {cpu:.2f} "
+              f"| {peak:.0f} |")
 
 
 if __name__ == "__main__":

@@ -12,12 +12,21 @@ The rows are stored in the index folder (`CORPUS_WORDS`) and put into the encode
 or extends the index (`with_corpus_words`): a text gets the same vector at build time, in
 `add` and in a query. A word first seen in `add` or in a query keeps its plain composed row,
 which is a function of the word alone, so that too is the same everywhere.
+
+The file is a safetensors file holding the words sorted by their UTF-8 bytes (qtsearch.core.
+sorted_lines), their offsets and their fp16 rows in that order. Opening an index memory-maps it
+and reads nothing more: a query's word is looked up when the query first meets it (binary
+search) and only its row is read. Giving every row to the encoder at open instead cost a
+one-shot search most of its time and memory (docs/speed.md). Files written before the sorted
+layout hold the words as a JSON list in the header: they are served the same way, through a
+dict built at open.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import mmap
 import os
 from collections.abc import Callable, Iterable
 from itertools import chain
@@ -27,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from qtsearch.core.errors import IndexError_
+from qtsearch.core.sorted_lines import find_line, line_blob
 
 if TYPE_CHECKING:
     from qtsearch.encoders.mean import MeanEncoder
@@ -34,6 +44,9 @@ if TYPE_CHECKING:
 #: The file in an index folder.
 CORPUS_WORDS = "corpus_words.safetensors"
 FORMAT = "qtsearch-corpus-words"
+#: The header's `layout` of files whose words are sorted lines (older files have none).
+SORTED = "sorted"
+_DTYPES = {"F16": np.float16, "F32": np.float32, "I64": np.int64, "U8": np.uint8}
 #: How far a word moves towards its passages, in units of its composed row's length: of 0.5-64
 #: the best on SciFact train and NFCorpus dev together (docs/open-vocabulary.md). A long move
 #: also weighs the word more in its text's mean, as a rare word should be.
@@ -118,58 +131,129 @@ def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[list[str]],
 
 def save_corpus_words(folder: str | os.PathLike, words: list[str], rows: np.ndarray,
                       beta: float) -> Path:
+    """Write the words sorted, with their rows in that order (a word listed twice keeps its
+    last row, as `set_corpus_words` leaves it)."""
     from safetensors.numpy import save_file
 
+    last = {w: i for i, w in enumerate(words)}
+    order = sorted(last)
+    blob, offsets = line_blob(order)
+    picked = np.fromiter((last[w] for w in order), dtype=np.int64, count=len(order))
     path = corpus_words_path(folder)
-    save_file({"rows": np.ascontiguousarray(rows, dtype=np.float16)}, str(path),
-              {"format": FORMAT, "beta": str(beta), "words": json.dumps(words,
-                                                                       ensure_ascii=False)})
+    save_file({"rows": np.ascontiguousarray(rows[picked], dtype=np.float16),
+               "words": np.frombuffer(blob, dtype=np.uint8), "offsets": offsets}, str(path),
+              {"format": FORMAT, "layout": SORTED, "beta": str(beta)})
     return path
 
 
-def load_corpus_words(folder: str | os.PathLike) -> tuple[list[str], np.ndarray] | None:
+def _mapped(path: Path) -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    """(metadata, tensors) of a safetensors file, the tensors read-only views of the mapped
+    file (the safetensors library copies each tensor it reads)."""
+    with open(path, "rb") as fh:
+        data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    meta = header.pop("__metadata__", None) or {}
+    tensors = {}
+    for name, info in header.items():
+        dtype = np.dtype(_DTYPES[info["dtype"]])
+        begin, end = (8 + size + int(o) for o in info["data_offsets"])
+        shape = tuple(int(n) for n in info["shape"])
+        count = int(np.prod(shape, dtype=np.int64))
+        if end - begin != count * dtype.itemsize or end > len(data):
+            raise ValueError(f"tensor {name} does not fit its bytes")
+        tensors[name] = np.frombuffer(data, dtype, count, begin).reshape(shape)
+    return meta, tensors
+
+
+class CorpusWords:
+    """An index's corpus words as stored: `row(word)` reads one word's row (float32), None
+    for a word that has none; the rows stay in the mapped file until asked for."""
+
+    def __init__(self, path: Path):
+        try:
+            meta, tensors = _mapped(path)
+            self.rows = tensors["rows"]
+            if meta.get("layout") == SORTED:
+                self._blob, self._offsets = tensors["words"], tensors["offsets"]
+                self._index: dict[str, int] | None = None
+                listed = len(self._offsets) - 1
+            else:  # written before the sorted layout: the words are a JSON list
+                words = json.loads(meta["words"])
+                self._index = {w: i for i, w in enumerate(words)}  # the last row of a repeat
+                listed = len(words)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise IndexError_(f"{path}: not a valid corpus-words file ({e}); rebuild the "
+                              "index") from e
+        if meta.get("format") != FORMAT or self.rows.ndim != 2 or listed != len(self.rows):
+            raise IndexError_(f"{path}: not a qtsearch corpus-words file; rebuild the index")
+        self.dim = int(self.rows.shape[1])
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def find(self, word: str) -> int | None:
+        if self._index is not None:
+            return self._index.get(word)
+        return find_line(self._blob, self._offsets, word)
+
+    def row(self, word: str) -> np.ndarray | None:
+        i = self.find(word)
+        return None if i is None else self.rows[i].astype(np.float32)
+
+    def listed(self) -> tuple[list[str], np.ndarray]:
+        """(every word once, the number of its row)."""
+        if self._index is not None:
+            return list(self._index), np.fromiter(self._index.values(), dtype=np.int64,
+                                                  count=len(self._index))
+        return (bytes(self._blob).decode("utf-8").split("\n")[:-1],
+                np.arange(len(self.rows), dtype=np.int64))
+
+
+def open_corpus_words(folder: str | os.PathLike) -> CorpusWords | None:
     """An index folder's corpus words, None where it has none (built without a pieces table,
     or before corpus words existed: its words are composed as the pieces say)."""
     path = corpus_words_path(folder)
-    if not path.is_file():
-        return None
-    from safetensors import SafetensorError, safe_open
+    return CorpusWords(path) if path.is_file() else None
 
-    try:
-        with safe_open(str(path), framework="np") as fh:
-            meta = fh.metadata() or {}
-            rows = fh.get_tensor("rows").astype(np.float32)
-        words = json.loads(meta["words"])
-    except (SafetensorError, OSError, ValueError, KeyError) as e:
-        raise IndexError_(f"{path}: not a valid corpus-words file ({e}); rebuild the index") \
-            from e
-    if meta.get("format") != FORMAT or rows.ndim != 2 or len(words) != len(rows):
-        raise IndexError_(f"{path}: not a qtsearch corpus-words file; rebuild the index")
-    return words, rows
+
+def load_corpus_words(folder: str | os.PathLike) -> tuple[list[str], np.ndarray] | None:
+    """An index folder's corpus words and their rows (float32), all read; None as
+    `open_corpus_words`."""
+    found = open_corpus_words(folder)
+    if found is None:
+        return None
+    words, rows = found.listed()
+    return words, found.rows[rows].astype(np.float32)
+
+
+def _check_dim(encoder: MeanEncoder, dim: int) -> None:
+    if dim != encoder.dim:
+        raise IndexError_(f"corpus words are {dim}-d, the model {encoder.dim}-d; "
+                          "rebuild the index")
 
 
 def set_corpus_words(encoder: MeanEncoder, words: list[str], rows: np.ndarray) -> None:
     """Give `encoder`'s composed words these rows (in place: the build's own encoder)."""
     open_vocab = encoder.open_vocab
     assert open_vocab is not None
-    if rows.shape[1:] != (encoder.dim,):
-        raise IndexError_(f"corpus words are {rows.shape[1:]}-d, the model {encoder.dim}-d; "
-                          "rebuild the index")
+    _check_dim(encoder, int(rows.shape[1]))
     open_vocab.set_rows(words, rows)
 
 
 def with_corpus_words(encoder: Any, folder: str | os.PathLike) -> Any:
     """`encoder` as the index in `folder` encodes: a copy holding the index's corpus words
-    where it has any (the encoder passed in may serve other indexes too), else `encoder`."""
+    where it has any (the encoder passed in may serve other indexes too), else `encoder`.
+    The copy reads a word's row when a text first holds the word."""
     if not refines(encoder):
         return encoder
-    found = load_corpus_words(folder)
+    found = open_corpus_words(folder)
     if found is None:
         return encoder
+    _check_dim(encoder, found.dim)
     own = copy.copy(encoder)
-    own.open_vocab = own.vocab = encoder.open_vocab.fresh()
+    own.open_vocab = own.vocab = encoder.open_vocab.fresh(found)
     own.counts, own.kept_ids = type(encoder.counts)(), {}
-    set_corpus_words(own, *found)
     return own
 
 

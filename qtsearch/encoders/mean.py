@@ -82,10 +82,12 @@ class MeanEncoder(FolderEncoder):
         """Mean of each sentence's rows (a sentence has at least one id: <unk> when empty);
         `progress(n)` after each block of sentences."""
         out = np.empty((len(ids), self.dim), dtype=np.float32)
+        sparse = len(ids) >= SPARSE_FROM
         # every row so far, composed ones included (taken after the ids were made: it holds
         # every id they can name)
-        table = self.open_vocab.table.view() if self.open_vocab is not None else self.table
-        sparse = len(ids) >= SPARSE_FROM
+        table = self.open_vocab.table if self.open_vocab is not None else None
+        if sparse:
+            whole = table.view() if table is not None else self.table
         step = CHUNK if sparse else max(1, min(BLOCK, batch_size))
         for s in range(0, len(ids), step):
             block = ids[s : s + step]
@@ -99,9 +101,9 @@ class MeanEncoder(FolderEncoder):
             self.counts.add(flat, len(self.table))
             marks = self._negation_marks(flat, starts) if self.scope else None
             if sparse:
-                out[s : s + step] = self._sparse_mean(table, flat, lengths, marks)
+                out[s : s + step] = self._sparse_mean(whole, flat, lengths, marks)
             else:
-                rows = table[flat]
+                rows = table.take(flat) if table is not None else self.table[flat]
                 if marks is not None:
                     scoped, cue = marks
                     rows[scoped] *= self.scope[0]

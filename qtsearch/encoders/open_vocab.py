@@ -5,6 +5,7 @@ rows (`OpenVocab`), the rows themselves (`GrowingTable`), and what a build count
 from __future__ import annotations
 
 import threading
+from typing import Protocol
 
 import numpy as np
 
@@ -39,10 +40,11 @@ class WordCounts:
 
 
 class GrowingTable:
-    """A word table with rows appended for composed words: `view()` is every row so far (a
-    numpy view; appending past the capacity copies into a buffer with four times the room
-    for composed rows, and views handed out before keep the old buffer, which holds every row
-    they can be asked for)."""
+    """A word table with rows appended for composed words. The model's rows are shared, never
+    copied (every index an encoder serves has its own table over the same rows); the composed
+    ones go to a buffer that grows four times over when full. `take(ids)` gathers rows from
+    both; `view()` is every row so far as one array (built when asked for after a change, for
+    a build's sparse products; views handed out before stay valid for every id they held)."""
 
     #: Room for composed rows in a new table (a query process composes a few words; a build
     #: of SciFact's 5k abstracts composed ~20k).
@@ -50,40 +52,73 @@ class GrowingTable:
 
     def __init__(self, table: np.ndarray):
         self.base = len(table)
-        self._buffer = np.empty((self.base + self.ROOM, table.shape[1]), dtype=np.float32)
-        self._buffer[: self.base] = table
+        self.base_rows = table
+        self._extra = np.empty((self.ROOM, table.shape[1]), dtype=np.float32)
         self._count = self.base
+        self._view: np.ndarray | None = None
 
     def __len__(self) -> int:
         return self._count
 
     def append(self, row: np.ndarray) -> int:
         """Add a row; its id. Callers serialise appends (`OpenVocab` holds its lock)."""
-        if self._count == len(self._buffer):  # each copy moves the whole table: few of them
-            room = 4 * (len(self._buffer) - self.base)
-            grown = np.empty((self.base + room, self._buffer.shape[1]), dtype=np.float32)
-            grown[: self._count] = self._buffer[: self._count]
-            self._buffer = grown
-        self._buffer[self._count] = row
+        n = self._count - self.base
+        if n == len(self._extra):  # each copy moves every composed row: few of them
+            grown = np.empty((4 * n, self._extra.shape[1]), dtype=np.float32)
+            grown[:n] = self._extra
+            self._extra = grown
+        self._extra[n] = row
         self._count += 1
         return self._count - 1
 
+    def set(self, i: int, row: np.ndarray) -> None:
+        """Replace composed row `i` (an id `append` gave)."""
+        self._extra[i - self.base] = row
+        self._view = None
+
+    def take(self, ids: np.ndarray) -> np.ndarray:
+        """The rows of `ids` (a new array)."""
+        extra = self._extra  # read once: an append may replace it, keeping every row so far
+        if not len(ids) or int(ids.max()) < self.base:
+            return self.base_rows[ids]
+        out = np.empty((len(ids), self.base_rows.shape[1]), dtype=np.float32)
+        known = ids < self.base
+        out[known] = self.base_rows[ids[known]]
+        out[~known] = extra[ids[~known] - self.base]
+        return out
+
     def view(self) -> np.ndarray:
-        return self._buffer[: self._count]
+        view, count = self._view, self._count
+        if count == self.base:
+            return self.base_rows
+        if view is None or len(view) != count:
+            view = np.concatenate([self.base_rows, self._extra[: count - self.base]])
+            self._view = view
+        return view
+
+
+class StoredRows(Protocol):
+    """Rows stored for some lower-cased words (an index's corpus words), read on demand."""
+
+    def row(self, word: str) -> np.ndarray | None: ...
 
 
 class OpenVocab(Vocab):
     """A vocabulary that gives an unknown but composable word an id of its own, past the
     table's rows, its row the composed vector (in `table`); an uncomposable word stays <unk>.
-    Lookups are the closed vocabulary's first (a known word, in any casing, keeps its id)."""
+    Lookups are the closed vocabulary's first (a known word, in any casing, keeps its id).
+    With `stored` rows, a word that has one gets it instead of its composed row, when first
+    met: as if `set_rows` had given it before any lookup, without reading every row at once."""
 
-    def __init__(self, vocab: Vocab, pieces: Pieces, table: np.ndarray):
+    def __init__(self, vocab: Vocab, pieces: Pieces, table: np.ndarray,
+                 stored: StoredRows | None = None):
         # the closed vocabulary's maps, shared rather than rebuilt (49k words: ~30 ms)
         self.words, self.index, self.folded = vocab.words, vocab.index, vocab.folded
         self.pieces = pieces
         self.table = GrowingTable(table)
         #: composed word -> its id (None: no piece of it has a vector)
         self.composed: dict[str, int | None] = {}
+        self.stored = stored
         self._lock = threading.Lock()
 
     def encode(self, tokens: list[str], max_len: int, fold_case: bool = False) -> list[int]:
@@ -101,16 +136,19 @@ class OpenVocab(Vocab):
         with self._lock:
             found = self.composed.get(key, 0)
             if found == 0:
-                vector = self.pieces.compose(token)
+                vector = self.stored.row(key) if self.stored is not None else None
+                if vector is None:
+                    vector = self.pieces.compose(token)
                 found = self.table.append(vector) if vector is not None else None
                 self.composed[key] = found
             self.composed[token] = found
         return found if found is not None else 1
 
-    def fresh(self) -> OpenVocab:
-        """A copy that has composed nothing yet: for an index whose corpus words must not
-        reach another index served by the same encoder."""
-        return OpenVocab(self, self.pieces, self.table.view()[: self.table.base])
+    def fresh(self, stored: StoredRows | None = None) -> OpenVocab:
+        """A copy that has composed nothing yet, with these `stored` rows (none of this
+        one's): for an index whose corpus words must not reach another index served by the
+        same encoder."""
+        return OpenVocab(self, self.pieces, self.table.base_rows, stored)
 
     def set_rows(self, words: list[str], rows: np.ndarray) -> None:
         """Give composed words (lower-cased, as `composed` keys them) these rows: a word
@@ -120,8 +158,8 @@ class OpenVocab(Vocab):
                 found = self.composed.get(word)
                 if found is None:
                     self.composed[word] = self.table.append(row)
-                else:  # a view taken now: an append may have moved the rows to a new buffer
-                    self.table.view()[found] = row
+                else:
+                    self.table.set(found, row)
 
     def knows(self, token: str) -> bool:
         """Whether `token` has a vector: a row of the table, or one composed from pieces."""

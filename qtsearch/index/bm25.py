@@ -48,6 +48,7 @@ import numpy as np
 import Stemmer
 
 from qtsearch.core.errors import DamagedIndex, IndexError_
+from qtsearch.core.sorted_lines import find_line, line_blob
 from qtsearch.text.stopwords import STOP_WORDS
 
 FOLDER = "bm25"
@@ -181,10 +182,8 @@ def _write(folder: Path, p: _Postings) -> None:
     tmp = folder / (FOLDER + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    encoded = [t.encode("utf-8") for t in p.terms]
-    (tmp / "terms.txt").write_bytes(b"".join(t + b"\n" for t in encoded))
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(t) + 1 for t in encoded], out=offsets[1:])
+    blob, offsets = line_blob(p.terms)
+    (tmp / "terms.txt").write_bytes(blob)
     np.save(tmp / "term_offsets.npy", offsets)
     np.save(tmp / "indptr.npy", p.indptr.astype(np.int64))
     np.save(tmp / "rows.npy", p.rows.astype(np.int32))
@@ -364,18 +363,7 @@ class Bm25Index:
     def term_id(self, term: str) -> int | None:
         """The id of a term, None if no row holds it: a binary search of terms.txt (~20
         steps at a million terms)."""
-        key, blob, offsets = term.encode("utf-8"), self._blob, self.offsets
-        lo, hi = 0, len(offsets) - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            found = blob[int(offsets[mid]):int(offsets[mid + 1]) - 1]
-            if found < key:
-                lo = mid + 1
-            elif found > key:
-                hi = mid
-            else:
-                return mid
-        return None
+        return find_line(self._blob, self.offsets, term)
 
     def ids_of(self, terms: list[str]) -> list[int]:
         """The ids of the terms some row holds (the others are left out)."""

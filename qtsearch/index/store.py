@@ -201,7 +201,16 @@ class MetadataStore:
 
     def count(self) -> int:
         with self._connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(sentences)).scalar_one())
+            if not self.readonly:
+                return int(conn.execute(select(func.count()).select_from(sentences)).scalar_one())
+            # counted through SQLite's own page cache, not the memory map: each fault in the
+            # map also maps its neighbours (the kernel's fault-around), and the small index
+            # counted lies among the table's pages, so the count mapped most of the file
+            conn.exec_driver_sql("PRAGMA mmap_size=0")
+            try:
+                return int(conn.execute(select(func.count()).select_from(sentences)).scalar_one())
+            finally:
+                conn.exec_driver_sql(f"PRAGMA mmap_size={_MMAP_BYTES}")
 
     def max_id(self) -> int:
         """Largest id stored, -1 when empty (the next appended row gets max_id + 1)."""

@@ -168,3 +168,101 @@ def test_the_lazy_commands_still_build_search_and_train(tmp_path: Path, emma_lin
                        "--val-every", "2", "--device", "cpu", "-q", cwd=tmp_path)
     assert trained.returncode == 0, trained.stderr
     assert json.loads((model / "config.json").read_text())["encoder"]["hidden"] == 16
+
+
+def _bytes_read() -> int:
+    """Bytes this process has read through read() calls (memory-mapped pages not counted)."""
+    with open("/proc/self/io") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("rchar:"))
+
+
+def test_opening_an_index_gives_its_corpus_words_rows_only_when_a_text_needs_them(
+        emma_index: Path) -> None:
+    """An open reads the manifest and the small files; the corpus-word rows stay in their
+    mapped file until a query holds the word (the model is read before, as `serve` holds it)."""
+    from qtsearch.encoders.corpus_words import load_corpus_words
+    from qtsearch.encoders.registry import load_encoder
+    from qtsearch.search.engine import Index
+
+    found = load_corpus_words(emma_index)
+    assert found is not None and found[0], "Emma's names are outside the model's words"
+    words, rows = found
+    n = next(i for i, w in enumerate(words) if w.isalpha())
+    shared = load_encoder(None)
+    before = _bytes_read()
+    with Index.open(emma_index, model=shared) as index:
+        assert _bytes_read() - before < 1 << 20
+        vocab = index.encoder.open_vocab
+        assert vocab.composed == {} and len(vocab.table) == vocab.table.base
+        np.testing.assert_allclose(index.encoder.encode([words[n]])[0], rows[n], rtol=1e-6)
+        assert len(vocab.table) == vocab.table.base + 1  # that word's row, no other
+
+
+def test_an_index_with_corpus_words_in_the_earlier_layout_answers_the_same(
+        emma_index: Path, tmp_path: Path) -> None:
+    """Files written before the sorted layout list the words as JSON in the header, in the
+    order the build met them: such an index opens and answers as it did."""
+    from safetensors.numpy import save_file
+
+    from qtsearch.encoders.corpus_words import CORPUS_WORDS, FORMAT, load_corpus_words
+    from qtsearch.index.integrity import FILES
+
+    old = tmp_path / "old"
+    shutil.copytree(emma_index, old)
+    words, rows = load_corpus_words(emma_index) or ([], np.zeros(0))
+    path = old / CORPUS_WORDS
+    save_file({"rows": rows[::-1].astype(np.float16)}, str(path),
+              {"format": FORMAT, "beta": "4.0", "words": json.dumps(words[::-1])})
+    manifest = json.loads((old / "manifest.json").read_text(encoding="utf-8"))
+    if CORPUS_WORDS in (manifest.get(FILES) or {}):  # the record its build would have made
+        manifest[FILES][CORPUS_WORDS]["bytes"] = path.stat().st_size
+        (old / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    queries = ["She was very happy to see her old friend again.", "Mr. Knightley and Harriet",
+               "Hartfield Randalls Highbury"]
+    answers = [json.loads(qtsearch("search", index, *queries, "--json", "--mode", mode,
+                                   cwd=tmp_path).stdout)
+               for index in (emma_index, old) for mode in ("hybrid", "semantic")]
+    assert answers[:2] == answers[2:] and all(a["hits"] for a in answers[0])
+
+
+def test_a_damaged_corpus_words_file_is_one_line(emma_index: Path, tmp_path: Path) -> None:
+    from qtsearch.encoders.corpus_words import CORPUS_WORDS
+    from qtsearch.index.integrity import FILES
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(emma_index, damaged)
+    path = damaged / CORPUS_WORDS
+    data = bytearray(path.read_bytes())
+    data[8:40] = b"x" * 32  # the header is no longer JSON; the size is the recorded one
+    path.write_bytes(bytes(data))
+    assert CORPUS_WORDS in json.loads((damaged / "manifest.json").read_text())[FILES]
+    done = qtsearch("search", damaged, "Mr. Knightley", cwd=tmp_path)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "not a valid corpus-words file" in done.stderr and "rebuild the index" in done.stderr
+
+
+#: A generous bound on a one-shot search's peak memory over a small index: the shipped model's
+#: tables and the libraries a search imports, with room to spare; every row of the model's
+#: table copied once more per open, or every corpus-word row read at open, is what it guards.
+ONE_SHOT_PEAK_MB = 256
+
+
+#: Runs qtsearch.app.cli.main on argv[1:], then prints the process's peak RSS in kB (VmHWM: the
+#: memory since exec; getrusage's maxrss also counts the forking parent's, here pytest's).
+PEAK = """
+import atexit, sys
+def peak():
+    with open("/proc/self/status") as fh:
+        print(next(line.split()[1] for line in fh if line.startswith("VmHWM:")), file=sys.stderr)
+atexit.register(peak)
+from qtsearch.app.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_one_shot_search_stays_under_a_memory_bound(emma_index: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", PEAK, "search", str(emma_index),
+                           "She was very happy to see her old friend again.", "-k", "10"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stderr.split()[-1]) / 1024 < ONE_SHOT_PEAK_MB
