@@ -34,6 +34,17 @@ def with_umask(path: str | os.PathLike) -> None:
     os.chmod(path, 0o666 & ~mask)
 
 
+def save_tensors(tensors: dict[str, Any], path: Path, meta: dict[str, str] | None = None) -> None:
+    """numpy arrays to a safetensors file via a temporary file and rename, with the mode the
+    user's umask asks for (safetensors alone writes 0600 straight to the final name)."""
+    from safetensors.numpy import save_file
+
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(tensors, str(tmp), meta)
+    with_umask(tmp)
+    os.replace(tmp, path)
+
+
 def save_config(config: Any, path: Path) -> None:
     write_json_atomic(path, dataclasses.asdict(config))
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from qtsearch.core.config import save_tensors
 from qtsearch.core.errors import IndexError_
 from qtsearch.core.sorted_lines import find_line, line_blob
 
@@ -133,16 +134,14 @@ def save_corpus_words(folder: str | os.PathLike, words: list[str], rows: np.ndar
                       beta: float) -> Path:
     """Write the words sorted, with their rows in that order (a word listed twice keeps its
     last row, as `set_corpus_words` leaves it)."""
-    from safetensors.numpy import save_file
-
     last = {w: i for i, w in enumerate(words)}
     order = sorted(last)
     blob, offsets = line_blob(order)
     picked = np.fromiter((last[w] for w in order), dtype=np.int64, count=len(order))
     path = corpus_words_path(folder)
-    save_file({"rows": np.ascontiguousarray(rows[picked], dtype=np.float16),
-               "words": np.frombuffer(blob, dtype=np.uint8), "offsets": offsets}, str(path),
-              {"format": FORMAT, "layout": SORTED, "beta": str(beta)})
+    save_tensors({"rows": np.ascontiguousarray(rows[picked], dtype=np.float16),
+                  "words": np.frombuffer(blob, dtype=np.uint8), "offsets": offsets}, path,
+                 {"format": FORMAT, "layout": SORTED, "beta": str(beta)})
     return path
 
 

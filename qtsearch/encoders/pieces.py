@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from qtsearch.core.config import save_tensors
 from qtsearch.core.errors import ModelError
 from qtsearch.encoders.files import PIECES
 from qtsearch.text.vocab import Vocab
@@ -190,15 +191,13 @@ def save_pieces(folder: str | os.PathLike, pieces: list[str], rows: np.ndarray,
     row: 6 MB for the shipped model's 24k pieces, not fp16's 12 MB. Rounding moves a vector by
     cosine ~1e-4, nothing next to the fit's own error (a composed word is at cosine ~0.5 to
     its trained row)."""
-    from safetensors.numpy import save_file
-
     path = pieces_path(folder)
     meta = {"format": FORMAT, "kind": "wordpiece", "combine": "mean", "ridge": str(ridge),
             "pieces": json.dumps(pieces, ensure_ascii=False)}
     scales = np.maximum(np.abs(vectors).max(axis=1), 1e-12) / 127
     quantised = np.clip(np.rint(vectors / scales[:, None]), -127, 127).astype(np.int8)
-    save_file({ROWS: np.ascontiguousarray(rows, dtype=np.int32), VECTORS: quantised,
-               SCALES: scales.astype(np.float32)}, str(path), meta)
+    save_tensors({ROWS: np.ascontiguousarray(rows, dtype=np.int32), VECTORS: quantised,
+                  SCALES: scales.astype(np.float32)}, path, meta)
     return path
 
 

@@ -12,7 +12,8 @@ bm25s, tantivy and FTS5).
 BM25 as in Lucene: score(q, d) = Σ_t idf(t) · tf·(k1+1) / (tf + k1·(1 − b + b·len(d)/avglen))
 with idf(t) = ln(1 + (N − df + 0.5)/(df + 0.5)), k1 = 1.2, b = 0.75; N counts every row.
 Words are letters and digits, case-folded, diacritics removed, English stop-words dropped
-(qtsearch.text.stopwords) and Snowball-stemmed (PyStemmer), at build and query time alike.
+(qtsearch.text.stopwords) and Snowball-stemmed (PyStemmer), at build and query time alike
+(qtsearch.text.terms).
 
 Files, in the folder `bm25/` of the index folder:
   terms.txt    the terms, one a line, in UTF-8 byte order: line t is term t
@@ -33,11 +34,8 @@ from __future__ import annotations
 import itertools
 import json
 import mmap
-import re
 import shutil
 import sqlite3
-import threading
-import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,71 +43,19 @@ from tokenize import TokenError
 from typing import Any
 
 import numpy as np
-import Stemmer
 
 from qtsearch.core.errors import DamagedIndex, IndexError_
 from qtsearch.core.sorted_lines import find_line, line_blob
-from qtsearch.text.stopwords import STOP_WORDS
+from qtsearch.text.terms import WORD, Analyzer
 
 FOLDER = "bm25"
 FORMAT = 2
 K1 = 1.2
 B = 0.75
-_WORD = re.compile(r"[^\W_]+")
 #: Rows tokenised at a time: bounds the build's memory to one chunk's token lists.
 CHUNK = 50_000
-#: Distinct words whose terms a query-time analyzer remembers (a build's remembers them all).
-CACHE_WORDS = 2_000_000
-_UNSEEN = ""  # no word is empty
 FILES = ("terms.txt", "term_offsets.npy", "indptr.npy", "rows.npy", "tfs.npy", "weights.npy",
          "lengths.npy", "info.json")
-
-
-def _fold(word: str) -> str:
-    """A case-folded word without diacritics ("café" and "cafe" are one term, as in FTS5)."""
-    if word.isascii():
-        return word
-    return "".join(c for c in unicodedata.normalize("NFKD", word)
-                   if not unicodedata.combining(c))
-
-
-class Analyzer:
-    """Text → terms: words, stop-words out, Snowball stems; each distinct word is stemmed once
-    and remembered (a dict lookup a token after that)."""
-
-    def __init__(self) -> None:
-        self._stemmer = Stemmer.Stemmer("english")
-        self._terms: dict[str, str | None] = {}  # word -> term (None: a stop-word)
-        self._lock = threading.Lock()  # a PyStemmer stemmer is not thread-safe
-
-    @staticmethod
-    def words(text: str) -> list[str]:
-        return _WORD.findall(text.casefold())
-
-    def terms_of(self, words: list[str]) -> list[str | None]:
-        """The term of each word, None for a stop-word."""
-        known = self._terms
-        found: dict[str, str | None] = {}
-        new = []
-        for w in dict.fromkeys(words):
-            t = known.get(w, _UNSEEN)
-            if t is _UNSEEN:
-                new.append(w)
-            else:
-                found[w] = t
-        if new:
-            folded = [_fold(w) for w in new]
-            with self._lock:
-                stems = self._stemmer.stemWords(folded)
-                if len(known) + len(new) > CACHE_WORDS:
-                    known.clear()  # a long-running server meets ever new words
-            for w, f, s in zip(new, folded, stems, strict=True):
-                found[w] = known[w] = None if w in STOP_WORDS or f in STOP_WORDS else s
-        return [found[w] for w in words]
-
-    def terms(self, text: str) -> list[str]:
-        """The terms of a text in order, stop-words left out."""
-        return [t for t in self.terms_of(self.words(text)) if t is not None]
 
 
 @dataclass
@@ -133,7 +79,7 @@ def _invert(rows: Iterable[tuple[int, str]], analyzer: Analyzer, vocab: dict[str
     # word -> term id (-1: a stop-word); the per-token work stays in C (findall, map, set
     # difference): Python loops over the tokens made the build 3x slower
     word_ids: dict[str, int] = {}
-    findall = _WORD.findall
+    findall = WORD.findall
     for chunk in _chunks(rows, CHUNK):
         ids = [i for i, _ in chunk]
         if ids[0] != expected or ids[-1] != expected + len(ids) - 1:

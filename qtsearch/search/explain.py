@@ -21,11 +21,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from qtsearch.encoders.files import DEFAULT_MODEL
-from qtsearch.index.bm25 import Analyzer
 from qtsearch.search.fusion import RRF_K, Leg
 from qtsearch.search.hits import Basis, Hit, LegBasis, Results
 from qtsearch.search.lexical import LexicalSearch, stop_words_note
 from qtsearch.search.words import composed_words
+from qtsearch.text.terms import Analyzer
 
 #: The shipped model's weak-match threshold on the semantic cosine: a hit under it is weak,
 #: and a query whose every candidate is under it has no good match. Measured on the STS-B

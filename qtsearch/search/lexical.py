@@ -29,7 +29,6 @@ from 0.852 to 0.867 mean MRR@10 on the relevance benchmark's paraphrase tasks.
 from __future__ import annotations
 
 import logging
-import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -38,6 +37,7 @@ from typing import Any
 
 from qtsearch.index.bm25 import Bm25Index
 from qtsearch.index.store import FTS_TOKENIZE, MetadataStore, fts_phrase
+from qtsearch.text.terms import WORD
 
 log = logging.getLogger("qtsearch")
 #: Rows BM25 may score for one query: ~1.6 ms of CPU at 100k sentences here (1,200: 2.2 ms),
@@ -47,14 +47,14 @@ log = logging.getLogger("qtsearch")
 ROW_BUDGET = 600
 #: Words whose counts are remembered (a few MB at most).
 CACHE_WORDS = 100_000
-_WORD = re.compile(r"[^\W_]+")
+
 
 
 def query_words(text: str) -> list[str]:
     """The distinct words of a query, lower-cased, in order (FTS5's tokenizer folds case and
     diacritics and stems itself; letters and digits make words, everything else separates)."""
     seen: dict[str, None] = {}
-    for w in _WORD.findall(text):
+    for w in WORD.findall(text):
         seen.setdefault(w.casefold(), None)
     return list(seen)
 

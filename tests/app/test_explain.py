@@ -10,8 +10,8 @@ import pytest
 from cli_helpers import cli, run
 from query_fixtures import corpus_file
 
-from qtsearch.index.bm25 import Analyzer
 from qtsearch.search.explain import WEAK_COSINE
+from qtsearch.text.terms import Analyzer
 
 Q1 = "She was very happy to see him again."
 Q2 = "Emma walked to Hartfield with Harriet."
