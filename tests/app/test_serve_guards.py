@@ -156,6 +156,23 @@ def test_foreign_host_names_are_refused(flat):
         assert c.get("/health", headers={"Host": "other.example"}).status_code == 400
 
 
+def test_two_host_headers_are_refused(flat):
+    """A second Host ("evil.com" then "localhost") must not slip past the allow-list."""
+    with serving(flat) as url:
+        port = urlparse(url).port
+        for hosts in ((b"evil.com", b"localhost"), (b"localhost", b"localhost")):
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+                sock.sendall(b"GET /info HTTP/1.1\r\nHost: " + hosts[0] + b"\r\nHost: "
+                             + hosts[1] + b"\r\nConnection: close\r\n\r\n")
+                reply = b""
+                while chunk := sock.recv(65536):
+                    reply += chunk
+            assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
+            assert b"more than one Host header" in reply
+        with httpx.Client(base_url=url, timeout=60) as c:
+            assert c.get("/health").status_code == 200
+
+
 def test_head_is_answered_wherever_get_is(flat):
     with serving(flat) as url, httpx.Client(base_url=url, timeout=60) as c:
         for path, params in (("/", {}), ("/health", {}), ("/info", {}),

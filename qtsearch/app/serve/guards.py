@@ -133,6 +133,10 @@ class Guards:
         headers = {k.decode("latin-1"): v.decode("latin-1")
                    for k, v in scope.get("headers") or []}
         head = scope["method"] == "HEAD"
+        if sum(k.lower() == b"host" for k, _ in scope.get("headers") or []) > 1:
+            # which one counts differs between proxies: the allow-list must not be guessed past
+            await send_error(send, 400, "more than one Host header", body=not head)
+            return
         host = headers.get("host")
         if host is not None and not self.any_host and host_name(host) not in self.hosts:
             await send_error(send, 400, f"Host {host_name(host)!r} is not served here (this "
