@@ -170,4 +170,9 @@ def read_tensors(folder: os.PathLike, names: Sequence[str]) -> list[np.ndarray]:
             tensors = [fh.get_tensor(n) for n in names]
     except (SafetensorError, OSError, ValueError) as e:
         raise ModelError(f"{weights}: not a valid safetensors file ({e})") from e
-    return [np.ascontiguousarray(t, dtype=np.float32) for t in tensors]
+    out = [np.ascontiguousarray(t, dtype=np.float32) for t in tensors]
+    for name, t in zip(names, out, strict=True):
+        if not np.isfinite(t).all():  # every vector built from it would be NaN: no hit at all
+            raise ModelError(f"{weights}: {name} holds values that are not finite numbers "
+                             "(NaN or inf); the model is damaged or its training diverged")
+    return out

@@ -171,3 +171,29 @@ def test_the_package_never_unpickles():
                    in ("pickle", "dill", "cloudpickle") for a in n.names)
                    for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))))]
     assert imports == []
+
+
+def _poison(model: Path) -> None:
+    """One NaN in the model's first floating-point tensor, rewritten as safetensors."""
+    from safetensors.numpy import load_file, save_file
+
+    path = model / "weights.safetensors"
+    tensors = load_file(str(path))
+    name = next(k for k, v in tensors.items() if v.dtype.kind == "f")
+    tensors[name].reshape(-1)[0] = float("nan")
+    save_file(tensors, str(path), {"format": "qtsearch-model"})
+
+
+@pytest.mark.parametrize("kind", ["mean", "gru"])
+def test_a_model_with_nan_weights_is_refused_at_load(kind, tiny_model, small_index, tmp_path):
+    """Every vector of such a model is NaN: an index built with it would answer nothing."""
+    from qtsearch.encoders.base import DEFAULT_MODEL
+
+    source = DEFAULT_MODEL if kind == "mean" else tiny_model
+    model = tmp_path / "model"
+    shutil.copytree(source, model, ignore=shutil.ignore_patterns("cache", "checkpoint"))
+    _poison(model)
+    r = cli("build-index", str(small_index.parent / "c.txt"), "--model", str(model),
+            "--out", str(tmp_path / "i"))
+    assert_refused(r, 4, "not finite numbers", tmp_path / "never")
+    assert not (tmp_path / "i").exists()

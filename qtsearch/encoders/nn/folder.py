@@ -100,6 +100,11 @@ def load_weights(folder: Path, cfg: EncoderConfig) -> nn.Module:
         state = load_file(str(weights))
     except (SafetensorError, OSError, ValueError) as e:
         raise ModelError(f"{weights}: not a valid safetensors file ({e})") from e
+    broken = next((k for k, v in state.items() if v.is_floating_point()
+                   and not bool(v.isfinite().all())), None)
+    if broken is not None:
+        raise ModelError(f"{weights}: {broken} holds values that are not finite numbers (NaN or "
+                         "inf); the model is damaged or its training diverged")
     try:
         model = build_model(cfg)
     except (ValueError, TypeError, RuntimeError, AssertionError) as e:  # e.g. heads ∤ hidden
