@@ -170,15 +170,23 @@ def read_pairs_file(path: Path) -> list[Pair]:
     return nli_pairs((p.premise, p.hypothesis, LABELS[p.label]) for p in read_nli_file(path))
 
 
-def read_pairs(paths: Iterable[str | Path]) -> list[Pair]:
-    """The pairs of several files, in order; a file that yields none is an error."""
+def read_all_pairs(paths: Iterable[str | Path], read: Callable[[Path], list[Pair]],
+                   what: str) -> list[Pair]:
+    """The pairs `read` finds in each file, in order; a file that yields none is an error
+    that says what it should have held."""
     pairs: list[Pair] = []
     for path in list_files(paths):
-        found = read_pairs_file(path)
+        found = read(path)
         if not found:
-            raise InputError(f"{path}: no paraphrase pairs (captions or entailed hypotheses)")
+            raise InputError(f"{path}: no {what}")
         pairs.extend(found)
     return pairs
+
+
+def read_pairs(paths: Iterable[str | Path]) -> list[Pair]:
+    """The paraphrase pairs of several files, in order."""
+    return read_all_pairs(paths, read_pairs_file,
+                          "paraphrase pairs (captions or entailed hypotheses)")
 
 
 # ----- evaluation overlap and validation split ----------------------------------------------

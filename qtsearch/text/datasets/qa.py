@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from qtsearch.core.errors import InputError
-from qtsearch.text.datasets.pairs import Pair, _read_all
-from qtsearch.text.reader import list_files
+from qtsearch.text.datasets.pairs import Pair, _read_all, read_all_pairs
 from qtsearch.text.splitter import split_sentences
 from qtsearch.text.stopwords import STOP_WORDS
 
@@ -199,11 +198,5 @@ def read_qa_file(path: Path) -> list[Pair]:
 
 
 def read_qa(paths: Iterable[str | Path]) -> list[Pair]:
-    """The question → answer pairs of several files, in order; a file with none is an error."""
-    pairs: list[Pair] = []
-    for path in list_files(paths):
-        found = read_qa_file(path)
-        if not found:
-            raise InputError(f"{path}: no question-answer pairs")
-        pairs.extend(found)
-    return pairs
+    """The question → answer pairs of several files, in order."""
+    return read_all_pairs(paths, read_qa_file, "question-answer pairs")
