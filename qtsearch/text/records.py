@@ -159,7 +159,8 @@ def _repeated_ids(path: Path, fields: RecordFields) -> dict[str, int]:
 def _clip(text: str, limit: int, cuts: list[str], what: str) -> str:
     if len(text) <= limit:
         return text
-    cuts.append(f"{what} of {len(text):,} characters cut to {limit:,}")
+    # the length as read, not as written: an over-long JSON line was cut while it was read
+    cuts.append(f"{what} cut to {limit:,} characters")
     return text[:limit]
 
 
