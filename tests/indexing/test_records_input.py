@@ -83,8 +83,8 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 def test_an_over_long_record_is_cut_and_counted(tiny_model, tmp_path, capsys):
-    # a 40 MB line: read in pieces, each string cut while it is read (a 30 MB record once
-    # peaked at 1.24 GB, a 200 MB one at 7 GB)
+    # a 40 MB line: read in pieces, each string cut while it is read (held whole, it takes
+    # over a GB)
     words = "word " * (8 << 20)  # no sentence end: one sentence of it all
     escaped = "café " * (MAX_RECORD_CHARS // 4)  # written as \u00e9 escapes
     corpus = _jsonl(tmp_path / "big.jsonl", [
