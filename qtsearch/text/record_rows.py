@@ -156,22 +156,53 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield lineno, row
 
 
+class _Kept:
+    """A file's lines as the CSV reader takes them, the current record's kept aside."""
+
+    def __init__(self, fh: IO[str]):
+        self.fh = fh
+        self.lines: list[str] = []
+
+    def __iter__(self) -> _Kept:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self.fh)
+        self.lines.append(line)
+        return line
+
+
+def _left_open(lines: list[str], delimiter: str) -> bool:
+    """Whether the record of these lines ends inside a quoted field. Parsing stays lenient
+    (a quote inside an unquoted-looking field, common in TSV, is text), so the last record
+    is parsed once more, strictly, to tell a quote left open at the end of the file."""
+    try:
+        for _ in csv.reader(lines, delimiter=delimiter, strict=True):
+            pass
+    except csv.Error as e:
+        return "end of data" in str(e)
+    return False
+
+
 def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[int, dict[str, Any]]]:
     csv.field_size_limit(FIELD_BYTES)
     with io.TextIOWrapper(_open(path), encoding="utf-8-sig", errors="replace",
                           newline="") as fh:
-        # strict: a quote left open is an error at the end of the file, not a last record
-        # that swallowed everything after it
-        rows = csv.DictReader(fh, delimiter=delimiter, strict=True)
-        start = 2  # the line after the header
+        kept = _Kept(fh)
+        rows = csv.DictReader(kept, delimiter=delimiter)
+        start = last_start = 2  # the line after the header
+        last: list[str] = []
         try:
             for row in rows:
+                last, last_start, kept.lines = kept.lines, start, []
                 yield start, row
                 start = rows.line_num + 1
-        except csv.Error as e:
-            what = ("a quoted field is never closed" if "end of data" in str(e) or
-                    "field limit" in str(e) else "not valid CSV")
-            raise InputError(f"{path}:{start}: {what} ({e})") from e
+        except csv.Error as e:  # a field past FIELD_BYTES: most often a quote left open
+            raise InputError(f"{path}:{start}: a field of over {FIELD_BYTES >> 20} MB (a "
+                             f"quote left open?): {e}") from e
+        if last and _left_open(last, delimiter):
+            raise InputError(f"{path}:{last_start}: a quoted field is never closed (it runs "
+                             "to the end of the file)")
 
 
 def rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

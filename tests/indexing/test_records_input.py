@@ -131,6 +131,13 @@ def test_a_csv_quote_left_open_names_its_line(tiny_model, tmp_path, capsys):
     code, _, err = _build(capsys, corpus, tiny_model, tmp_path / "a")
     assert code == 0, err
     assert [r[0] for r in _rows(tmp_path / "a")] == list(SENTENCES[:2])
+    # a quote that opens a field's text but does not end it is text, as it always was
+    tsv = tmp_path / "quotes.tsv"
+    tsv.write_text(f'id\ttext\n1\t"Emma," he said, "is rich."\n2\t{SENTENCES[1]}\n',
+                   encoding="utf-8")
+    code, _, err = _build(capsys, tsv, tiny_model, tmp_path / "b")
+    assert code == 0, err
+    assert [r[0] for r in _rows(tmp_path / "b")] == ['Emma, he said, "is rich."', SENTENCES[1]]
 
 
 def test_values_that_are_not_strings_are_written_as_json(tiny_model, tmp_path, capsys):
