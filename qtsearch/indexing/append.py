@@ -3,9 +3,12 @@ that replaces the index only when complete."""
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,12 +205,32 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
 def _rows_kept(folder: Path, files: list[Path], read_options: dict[str, Any]) -> np.ndarray:
     """A mask over the rows of `folder`: false where the row's record id (doc_id) is one the
     new `files` hold again, the rows an upsert deletes. The files are read once more for
-    their ids (cheap beside embedding them)."""
-    ids = list(dict.fromkeys(s.doc_id for s in read_sentences([str(f) for f in files],
-                                                              **read_options) if s.doc_id))
+    their ids (cheap beside embedding them), without the reader's warnings: the add that
+    follows reads them again and gives each warning once."""
+    with _unwarned():
+        ids = list(dict.fromkeys(s.doc_id for s in read_sentences([str(f) for f in files],
+                                                                  **read_options)
+                                 if s.doc_id))
     total = whole_count(folder)  # rows and vectors agree, or rows could not meet vectors
     with MetadataStore.open(folder / META_FILE) as store:
         return keep_mask(total, matching_rows(store, ids))
+
+
+@contextmanager
+def _unwarned() -> Iterator[None]:
+    """The qtsearch logger drops this thread's messages meanwhile (a server's other requests
+    still log theirs)."""
+    log = logging.getLogger("qtsearch")
+    me = threading.get_ident()
+
+    def other_threads(record: logging.LogRecord) -> bool:
+        return record.thread != me
+
+    log.addFilter(other_threads)
+    try:
+        yield
+    finally:
+        log.removeFilter(other_threads)
 
 
 def manifest_read_options(manifest: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from functools import partial
 from pathlib import Path
 
 from qtsearch.core.errors import InputError, UsageError
+from qtsearch.text.limits import MAX_PARAGRAPH_CHARS, MAX_SENTENCE_CHARS
 from qtsearch.text.records import (
     PASSAGE_WORDS,
     RECORD_SUFFIXES,
@@ -43,11 +44,6 @@ from qtsearch.text.wikiextractor import Article, doc_tag, wiki_sentences
 
 log = logging.getLogger("qtsearch")
 
-#: Longest sentence kept, in characters: far beyond any `max_len` in tokens, short enough that a
-#: 10 MB line cannot blow up memory or the tokeniser.
-MAX_SENTENCE_CHARS = 10_000
-#: A paragraph of running text is split early once it grows past this many characters.
-MAX_PARAGRAPH_CHARS = 1_000_000
 #: File name endings read when a folder is given.
 TEXT_SUFFIXES = (".txt", ".txt.gz", ".text", ".gz")
 #: Input formats: auto (records by file name, WikiExtractor where a file starts with `<doc …>`,

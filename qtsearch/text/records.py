@@ -9,21 +9,31 @@ the most informative text of a document, and a passage is ranked on its own.
 
 Field names are found by the common spellings (`_id`/`id`/`doc_id`, `title`/`name`,
 `text`/`body`/`content`/`abstract`) unless given (`RecordFields`).
+
+Records are bounded like text lines (qtsearch.text.limits): a text is cut at MAX_RECORD_CHARS
+characters, each of its sentences and the title at MAX_SENTENCE_CHARS. A value that is not a
+string is written as JSON (numbers, booleans, lists, objects); null, NaN and infinity are no
+value. Where one file repeats an id, its last record wins. What reading a file met beyond
+plain records (records without text, cut, replaced) is one warning at the end of the file
+that counts each kind; each record is named by its line at the INFO level (`--verbose`).
 """
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
 import json
+import logging
+import math
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from qtsearch.core.errors import InputError
+from qtsearch.text.limits import MAX_RECORD_CHARS, MAX_SENTENCE_CHARS
+from qtsearch.text.record_rows import rows
+
+log = logging.getLogger("qtsearch")
 
 #: File endings read as records (a folder given as input contributes these files too).
 RECORD_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json.gz", ".csv",
@@ -62,48 +72,6 @@ def is_records(path: str | os.PathLike) -> bool:
     return Path(path).name.lower().endswith(RECORD_SUFFIXES)
 
 
-def _text_stream(path: Path) -> io.TextIOBase:
-    raw = open(path, "rb")  # noqa: SIM115 - returned open; the caller closes it
-    if raw.read(2) == b"\x1f\x8b":
-        raw.seek(0)
-        return io.TextIOWrapper(gzip.GzipFile(fileobj=raw), encoding="utf-8", errors="replace")
-    raw.seek(0)
-    return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace")
-
-
-def _rows(path: Path) -> Iterator[dict[str, Any]]:
-    name = path.name.lower().removesuffix(".gz")
-    try:
-        if name.endswith(".parquet"):
-            import pyarrow.parquet as pq
-
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=4096):
-                yield from batch.to_pylist()
-            return
-        with _text_stream(path) as fh:
-            if name.endswith((".csv", ".tsv")):
-                csv.field_size_limit(1 << 30)
-                yield from csv.DictReader(fh, delimiter="\t" if name.endswith(".tsv") else ",")
-                return
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise InputError(f"{path}:{lineno}: not a JSON object ({e.msg})") from e
-                if not isinstance(row, dict):
-                    raise InputError(f"{path}:{lineno}: a record must be a JSON object, not "
-                                     f"{type(row).__name__}")
-                yield row
-    except (OSError, EOFError) as e:
-        raise InputError(f"{path}: cannot be read as records ({e})") from e
-    except Exception as e:  # pyarrow's and csv's own errors: one line naming the file
-        if isinstance(e, InputError):
-            raise
-        raise InputError(f"{path}: cannot be read as records ({type(e).__name__}: {e})") from e
-
-
 def _field(row: dict[str, Any], given: str | None, common: tuple[str, ...]) -> str | None:
     if given is not None:
         return given if given in row else None
@@ -139,15 +107,76 @@ class Document:
     sentences: list[str]
 
 
+def _value(value: Any) -> str | None:
+    """A field's value as text: a string as it is; numbers, booleans, lists and objects as
+    JSON (never a Python repr); null, NaN and infinity as no value."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+@dataclass
+class _Tally:
+    """What one file's records met beyond plain text, counted for the warning at its end."""
+
+    path: Path
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def note(self, kind: str, line: int, what: str) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        log.info("%s:%d: %s", self.path, line, what)
+
+    def warn(self) -> None:
+        phrases = {"skipped": "skipped (neither text nor title)",
+                   "title only": "indexed by their title alone (no text)",
+                   "cut": f"cut (texts at {MAX_RECORD_CHARS:,} characters, sentences and "
+                          f"titles at {MAX_SENTENCE_CHARS:,})",
+                   "replaced": "replaced by a later record with the same id"}
+        said = [f"{self.counts[k]:,} {p}" for k, p in phrases.items() if self.counts.get(k)]
+        if said:
+            log.warning("%s: records %s (--verbose names their lines)", self.path,
+                        "; ".join(said))
+
+
+def _repeated_ids(path: Path, fields: RecordFields) -> dict[str, int]:
+    """{id: number of its last record} for each id that more than one record of the file
+    has (a first pass: the last record of an id wins, and reading stays streamed)."""
+    seen: set[str] = set()
+    last: dict[str, int] = {}
+    for n, (_, row) in enumerate(rows(path), 1):
+        id_field = _field(row, fields.id, ID_FIELDS)
+        doc_id = _value(row[id_field]) if id_field else None
+        if doc_id is None:
+            continue
+        if doc_id in seen:
+            last[doc_id] = n
+        seen.add(doc_id)
+    return last
+
+
+def _clip(text: str, limit: int, cuts: list[str], what: str) -> str:
+    if len(text) <= limit:
+        return text
+    # the length as read, not as written: an over-long JSON line was cut while it was read
+    cuts.append(f"{what} cut to {limit:,} characters")
+    return text[:limit]
+
+
 def read_documents(path: Path, fields: RecordFields = RecordFields()) -> Iterator[Document]:
-    """Every record of one file as a document of sentences, in file order. A record with
-    neither text nor title is skipped (its number is still taken); a file with no text field
-    at all is an InputError."""
+    """Every record of one file as a document of sentences, in file order, bounded as the
+    module says. A record with neither text nor title is skipped (its number is still taken),
+    as is one whose id a later record of the file repeats; a file with no text field at all
+    is an InputError. At the end of the file, one warning counts what was skipped, cut or
+    replaced."""
     # imported here: the CLI reads PASSAGE_WORDS for its help without loading the splitter
     from qtsearch.text.splitter import split_text
 
+    repeated = _repeated_ids(path, fields)
+    tally = _Tally(path)
     text_field = None
-    for n, row in enumerate(_rows(path), 1):
+    for n, (line, row) in enumerate(rows(path), 1):
         if text_field is None:
             text_field = _field(row, fields.text, TEXT_FIELDS)
             if text_field is None:
@@ -156,12 +185,29 @@ def read_documents(path: Path, fields: RecordFields = RecordFields()) -> Iterato
                                  f"{', '.join(map(str, row))}); name it with --text-field")
         id_field = _field(row, fields.id, ID_FIELDS)
         title_field = _field(row, fields.title, TITLE_FIELDS)
-        doc_id = None if id_field is None or row[id_field] is None else str(row[id_field])
-        title = str(row[title_field]).strip() if title_field and row[title_field] else None
-        body = row.get(text_field)
-        text = " ".join(str(body).split()) if body is not None else ""
-        if text or title:
-            yield Document(n, doc_id, title or None, split_text(text) if text else [])
+        doc_id = _value(row[id_field]) if id_field else None
+        if doc_id in repeated and repeated[doc_id] != n:
+            tally.note("replaced", line, f"record {doc_id!r} replaced by a later one")
+            continue
+        cuts: list[str] = []
+        title = _clip(" ".join((_value(row.get(title_field)) or "").split()),
+                      MAX_SENTENCE_CHARS, cuts, "title")
+        missing = text_field not in row
+        text = _clip(_value(row.get(text_field)) or "", MAX_RECORD_CHARS, cuts, "text")
+        del row  # a long record's whole text is not kept while its cut text is split
+        text = " ".join(text.split())
+        if not text:
+            why = f"no {text_field} field" if missing else "an empty text"
+            tally.note("title only" if title else "skipped", line,
+                       f"record {'indexed by its title alone' if title else 'skipped'}: {why}")
+            if not title:
+                continue
+        sentences = [_clip(x, MAX_SENTENCE_CHARS, cuts, "sentence")
+                     for x in (split_text(text) if text else [])]
+        if cuts:
+            tally.note("cut", line, "; ".join(cuts))
+        yield Document(n, doc_id, title or None, sentences)
+    tally.warn()
 
 
 def read_records(path: Path, fields: RecordFields = RecordFields(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,20 @@ ID_FIELD_OPT = typer.Option(
     None, "--id-field", help="Records: the id field (default: _id, id, doc_id or docid).")
 TITLE_FIELD_OPT = typer.Option(
     None, "--title-field", help="Records: the title field (default: title, name or headline).")
+VERBOSE_OPT = typer.Option(
+    False, "--verbose", "-v", help="Also name, by its line, each record skipped, cut or "
+    "replaced by a later one with the same id (the warning at the end of each file counts "
+    "them).")
 TEXT_FIELD_OPT = typer.Option(
     None, "--text-field", help="Records: the text field (default: text, body, content, "
     "abstract or contents).")
+
+
+def verbosity(verbose: bool) -> None:
+    """--verbose: the library's INFO messages (each odd record by its line) are shown too."""
+    log = logging.getLogger("qtsearch")
+    if verbose and log.getEffectiveLevel() > logging.INFO:
+        log.setLevel(logging.INFO)
 
 
 def _size(n: float) -> str:
@@ -162,10 +174,12 @@ def build_index_cmd(
         "with the adapted model. A rerun reuses the folder's finished adaptation (or finishes "
         "an interrupted one) when the corpus files are unchanged."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    verbose: bool = VERBOSE_OPT,
 ) -> None:
     from qtsearch.indexing.pipeline import IndexConfig
     from qtsearch.indexing.ray_engine import RayOptions, build_on
 
+    verbosity(verbose)
     reporter = RichReporter(not quiet, err)
     if adapt_to is not None:
         model = adapted(corpus, model, adapt_to, split_sentences, reporter)
@@ -218,12 +232,14 @@ def add_cmd(
         False, "--wait", help="When another build or add is writing this index, wait for it "
         "(default: exit 7 at once, naming it)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    verbose: bool = VERBOSE_OPT,
 ) -> None:
     """Append sentences to an existing index, embedded with the index's own model.
 
     The index is updated on a copy that replaces it only when complete."""
     from qtsearch.indexing.append import add_to_index, split_option
 
+    verbosity(verbose)
     manifest = read_manifest(index)
     result = add_to_index(index, [str(p) for p in corpus], split_sentences=split_sentences,
                           device=device, batch_size=batch_size,
