@@ -88,14 +88,6 @@ VAL_BATCHES = 4
 
 # ----- the tasks ----------------------------------------------------------------------------
 
-class NamedPairs(PairsTask):
-    """A pairs task under a name of its own (its figures and metrics rows)."""
-
-    def __init__(self, name: str, *args: Any):
-        self.name = name
-        super().__init__(*args)
-
-
 class DeltaMean(nn.Module):
     """The mean-of-words encoder as adapting trains it: the start table frozen, a trainable
     offset for the rows of words the corpus uses (the others cannot move: no batch holds them),
@@ -271,8 +263,8 @@ def adapt_loop(config: AdaptConfig, reporter: Reporter | None = None,
             display.note(f"{name}: {len(train):,} training pairs, {len(valid):,} held out: "
                          "too few, left out")
             continue
-        task = NamedPairs(name, train, valid, config.batch_size, config.seed + i, encoder,
-                          config.scale, VAL_BATCHES, runtime)
+        task = PairsTask(train, valid, config.batch_size, config.seed + i, encoder,
+                         config.scale, VAL_BATCHES, runtime, name)
         tasks.append(task)
         facts[f"adapt_{name}_pairs"] = len(train)
     if config.teacher:
