@@ -129,3 +129,11 @@ def fts_ids(folder: Path) -> list[int]:
         return [r[0] for r in conn.execute("SELECT id FROM sentences_fts_docsize ORDER BY id")]
     finally:
         conn.close()
+
+
+def as_built(folder: Path) -> None:
+    """Record a hand-edited index's files in its manifest, as the qtsearch that wrote such an
+    index did: the edit stands for an older layout, not for damage (writers refuse damage)."""
+    from qtsearch.index.manifest import read_manifest, write_manifest
+
+    write_manifest(folder, read_manifest(folder))

