@@ -287,10 +287,10 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
             return JSONResponse(index_info(idx.path))
 
     @app.get("/health")
-    async def health() -> JSONResponse:
-        """200 while the server answers, with the number of sentences it serves: answered on
-        the event loop, never queued behind searches in the thread pool."""
-        return JSONResponse({"status": "ok", "sentences": served.count})
+    def health() -> JSONResponse:
+        """200 while the server answers, with the number of sentences it serves."""
+        with served.use() as idx:
+            return JSONResponse({"status": "ok", "sentences": idx.count})
 
     def authorised(request: Request) -> None:
         """Checked before the body is validated: without the token, nothing about it is said."""

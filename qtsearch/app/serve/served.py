@@ -92,11 +92,6 @@ class ServedIndex:
             if done:
                 entry.index.close()
 
-    @property
-    def count(self) -> int:
-        """Sentences in the index served now (no reopening: a health check must not wait)."""
-        return self._entry.index.count
-
     def refresh(self, wait: bool = False) -> None:
         """Open the folder again if it changed on disk. One thread reopens while the others go
         on answering from the current index (`wait`: block until this thread may check); a
