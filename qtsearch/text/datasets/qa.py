@@ -14,6 +14,7 @@ another question about the same focus (the symptoms of X asked about, the causes
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -27,6 +28,7 @@ from qtsearch.core.errors import InputError
 from qtsearch.text.datasets.pairs import Pair, _read_all, read_all_pairs
 from qtsearch.text.splitter import split_sentences
 from qtsearch.text.stopwords import STOP_WORDS
+from qtsearch.text.terms import Analyzer
 
 #: One article in ten (by a hash of its title) is a development article.
 DEV_BUCKETS = 10
@@ -113,9 +115,11 @@ def squad_questions(path: Path, split: str = "train") -> list[SquadQuestion]:
     return out
 
 
-def _content_words(text: str) -> set[str]:
-    return {w for w in "".join(c.lower() if c.isalnum() else " " for c in text).split()
-            if w not in STOP_WORDS}
+@functools.lru_cache(maxsize=1 << 16)
+def _content_words(text: str) -> frozenset[str]:
+    """A text's words (as BM25 cuts them) but its stop-words; cached, as every question of a
+    paragraph weighs the same sentences."""
+    return frozenset(w for w in Analyzer.words(text) if w not in STOP_WORDS)
 
 
 def _near_miss(question: str, candidates: Iterable[str]) -> str | None:
