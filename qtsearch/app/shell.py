@@ -150,7 +150,8 @@ def show_explained(console: Console, explained: Sequence[dict[str, Any]]) -> Non
     """Why each hit ranks where it does: each leg's score and rank, z-score and part of the
     fused score, and the query terms it holds; then how the score is made."""
     rows = [(str(n), _leg_cell(why["legs"].get("semantic")), _leg_cell(why["legs"].get(
-        "lexical")), ", ".join(why["matched"]) + (" (weak)" if why["weak"] else ""))
+        "lexical")), ", ".join(why["matched"]) + (" (weak)" if why["weak"] else "")
+             + (" (fragment: ranked below sentences)" if why["fragment"] else ""))
             for n, why in enumerate(explained, 1)]
     if console.is_terminal:
         table = Table(title="why", title_justify="left", caption=how_fused(explained[0]),

@@ -5,7 +5,8 @@ own order, the fusion and its weight, and the mean and spread the convex fusion 
 leg by). `Explainer` turns that into one explanation per hit: each leg's score and rank, its
 z-score and its part of the fused score (the parts add up to the fused score), the query's
 stemmed terms the hit holds (the BM25 analyzer run on the query and on the hit's text), the
-query's composed words, and whether the hit's cosine is under the model's weak-match threshold.
+query's composed words, whether the hit's cosine is under the model's weak-match threshold,
+and whether the hit is a fragment ranked below the sentences (qtsearch.search.hits.is_fragment).
 
 A fused score is only comparable within one query (docs/scores.md); a cosine is comparable
 across queries of one model and index, which is what the weak-match threshold rests on.
@@ -22,7 +23,7 @@ import numpy as np
 
 from qtsearch.encoders.files import DEFAULT_MODEL
 from qtsearch.search.fusion import RRF_K, Leg
-from qtsearch.search.hits import Basis, Hit, LegBasis, Results
+from qtsearch.search.hits import Basis, Hit, LegBasis, Results, is_fragment
 from qtsearch.search.lexical import LexicalSearch, stop_words_note
 from qtsearch.search.words import composed_words
 from qtsearch.text.terms import Analyzer
@@ -134,7 +135,8 @@ class Explainer:
         held = set(self.analyzer.terms(hit.text)) if terms else set()
         cosine = (hit.legs or {}).get("semantic")
         weak = self.weak is not None and cosine is not None and cosine < self.weak
-        return {"matched": [t for t in terms if t in held], "weak": weak}
+        return {"matched": [t for t in terms if t in held], "weak": weak,
+                "fragment": is_fragment(hit.text)}
 
     @staticmethod
     def _scores(hit: Hit, basis: Basis | None) -> dict[str, Any]:

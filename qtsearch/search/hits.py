@@ -5,6 +5,7 @@ of hits with what the engine has to say about the query (`Results`), and how it 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,24 @@ DOC_PASSAGES = 3
 #: Passages fetched per result wanted, so that k distinct texts (or documents) remain after
 #: duplicates (and a document's other passages) are folded away.
 FETCH_PER_RESULT = {"passage": 2, "doc": 4}
+#: A row of at most this many words that does not end as a sentence ends is a label, a list
+#: item or a heading kept as text ("Australian Capital Territory", "Notes"): BM25 favours such
+#: short rows, yet they answer nothing.
+FRAGMENT_WORDS = 3
+#: A row of at most this many words ending in a colon introduces what it does not hold
+#: ("Telephone system:", "Age structure:"); a longer one is a sentence that leads into a list.
+LEAD_IN_WORDS = 6
+_SENTENCE_END = re.compile(r"""[.!?\u2026]["'\u201d\u2019)\]]*$""")
+
+
+def is_fragment(text: str) -> bool:
+    """Whether a stored row is a fragment (FRAGMENT_WORDS, LEAD_IN_WORDS) rather than a
+    sentence: results rank fragments below every sentence fetched with them."""
+    text = text.strip()
+    words = len(text.split())
+    if text.endswith(":"):
+        return words <= LEAD_IN_WORDS
+    return words <= FRAGMENT_WORDS and not _SENTENCE_END.search(text)
 
 
 @dataclass(frozen=True)
@@ -115,11 +134,12 @@ class Results(list[Hit]):
 
 def fold(results: Results, k: int, by: str) -> Results:
     """The first `k` hits of `results` with each text shown once (equal up to spacing and
-    case) and, `by` "doc", each document once: its best passage, the others in `passages`."""
+    case) and, `by` "doc", each document once: its best passage, the others in `passages`.
+    Fragments (is_fragment) come after the sentences, each part in its own order."""
     seen: set[str] = set()
     docs: dict[int, list[Hit]] = {}
     order: list[Hit] = []
-    for hit in results:
+    for hit in sorted(results, key=lambda h: is_fragment(h.text)):  # stable: ranks kept
         key = " ".join(hit.text.casefold().split())
         if key in seen:
             continue

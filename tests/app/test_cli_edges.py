@@ -186,6 +186,14 @@ def test_demo_into_head_ends_quietly_and_leaves_a_whole_index(tmp_path: Path) ->
     assert (out / "manifest.json").is_file() and not (tmp_path / "demo.partial").exists()
     again = _closed_pipe_run(["demo", "--out", str(out)])  # reuses the index; EPIPE at once
     assert again.returncode == 0 and "error" not in again.stderr, again.stderr
+    whole = subprocess.run([sys.executable, str(REPO / "cli.py"), "demo", "--out", str(out)],
+                           capture_output=True, text=True, timeout=600,
+                           env={**os.environ, **ENV_THREADS})
+    lines = whole.stdout.splitlines()
+    at = next(n for n, line in enumerate(lines) if line.startswith("analogy: "))
+    assert "album" in lines[at + 1].split("\t")[3]  # the song → album swap is answered
+    note = next(line for line in lines[at:] if line.startswith("analogies add B - A"))
+    assert "bench analogy" in note  # one line, piped: what the benchmark measures
 
 
 def test_info_on_an_index_leads_with_what_a_reader_looks_for(flat: Path, capsys) -> None:

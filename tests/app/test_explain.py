@@ -112,3 +112,38 @@ def test_weak_matches_are_flagged_by_the_calibrated_cosine(capsys, shipped):
     assert notes == [False, True]  # Emma in Emma; company revenue not in Austen
     code, _, err = run(capsys, "search", str(shipped), UNRELATED)
     assert code == 0 and err.count("no good match") == 1
+
+
+#: A WikiExtractor article whose list items and lead-in lines are rows of their own, beside
+#: the sentences that answer; BM25 alone ranks the short rows first (shorter rows, higher score).
+ARTICLE = """<doc id="7" url="https://en.wikipedia.org/wiki?curid=7" title="Australia">
+Australia
+
+Canberra is the capital city of Australia and the seat of its government.
+Telephone system:
+Australian Capital Territory
+Capital of Australia
+The telephone was invented in the nineteenth century and spread across Australia.
+</doc>
+"""
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid", "semantic"])
+def test_fragments_rank_below_the_sentences_that_answer(capsys, tmp_path, mode):
+    source = tmp_path / "wiki_00"
+    source.write_text(ARTICLE, encoding="utf-8")
+    index = tmp_path / "index"
+    r = cli("build-index", str(source), "--out", str(index), "--index", "flat")
+    assert r.returncode == 0, r.stderr
+    for query in ("capital of Australia", "Australia telephone system"):
+        (answer,) = _answers(capsys, index, query, "--mode", mode, "-k", "5")
+        flags = [h["explain"]["fragment"] for h in answer["hits"]]
+        assert sum(flags) >= 1 and flags == sorted(flags), answer["hits"]  # sentences first
+        assert answer["hits"][0]["text"].endswith(".")
+    # the lexical leg alone puts a fragment first, which is why results reorder it
+    (answer,) = _answers(capsys, index, "capital of Australia", "--mode", "lexical", "-k", "5")
+    by_bm25 = sorted(answer["hits"], key=lambda h: -h["score"])
+    assert by_bm25[0]["explain"]["fragment"]
+    code, out, _ = run(capsys, "search", str(index), "capital of Australia", "--explain",
+                       "--mode", "lexical")
+    assert code == 0 and "(fragment: ranked below sentences)" in out

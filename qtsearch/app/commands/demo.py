@@ -19,7 +19,7 @@ def demo(
     Build progress goes to stderr and the results to stdout, so `qtsearch demo | head` ends
     quietly with a finished index, never a half-written one.
     """
-    from qtsearch.app.demo import ANALOGY, QUERIES, ensure_demo_index
+    from qtsearch.app.demo import ANALOGY, ANALOGY_NOTE, QUERIES, ensure_demo_index
     from qtsearch.app.progress import RichReporter
     from qtsearch.app.shell import show_hits
     from qtsearch.search.engine import Index
@@ -31,6 +31,7 @@ def demo(
         show_hits(out, hits, f"search: {query}")
     a, b, c = ANALOGY
     show_hits(out, index.analogy(a, b, c, k), f"analogy: {a} : {b} :: {c} : ?")
+    out.print(f"[dim]{ANALOGY_NOTE}[/dim]", highlight=False, soft_wrap=True)
     out.print(f"\nNext: qtsearch shell {path}    (type a sentence; :help lists commands)")
 
 

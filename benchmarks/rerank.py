@@ -1,0 +1,93 @@
+"""What `--rerank minilm` costs a query: the re-ranker's load, then each query's re-scoring at
+several depths, in one warm process (as `shell` and `serve`, which keep the model loaded), and a
+one-shot `qtsearch search --rerank minilm` end to end.
+
+The index is one real book (default: Emma, split into sentences, built once under --work with
+the shipped model); the queries are the eight everyday sentences of docs/benchmarks.md ("Eight
+everyday queries on Emma"). Each query's first stage (the default hybrid mode, `depth` hits) is
+found once; what is timed is the re-ranker alone: MiniLM encoding the query and the hits' texts
+in one call, then the ordering. Depths are interleaved query by query so every depth sees the
+same load. Prints p50 and p90 per depth, the load time, and the one-shot command's median wall
+time.
+
+    python benchmarks/rerank.py --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BOOK = REPO.parent / "shared" / "data" / "gutenberg" / "0003-austen-jane--emma.txt.gz"
+QUERIES = [
+    "It rained hard all morning and the roads were wet.",
+    "She had very little money and was poor.",
+    "He was furious and spoke angrily.",
+    "She received a letter and read it eagerly.",
+    "The doctor came to see the sick old man.",
+    "They danced together at the ball.",
+    "He asked her to marry him.",
+    "It was a cold winter and snow lay on the ground.",
+]
+
+
+def quantiles(seconds: list[float]) -> str:
+    ordered = sorted(seconds)
+    p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+    return f"{1000 * statistics.median(ordered):.0f} | {1000 * p90:.0f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--book", type=Path, default=BOOK)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/qt-bench-rerank"))
+    ap.add_argument("--depths", type=int, nargs="+", default=[10, 30])
+    ap.add_argument("--repeats", type=int, default=5, help="passes over the eight queries")
+    ap.add_argument("--one-shot-runs", type=int, default=3)
+    args = ap.parse_args()
+
+    import qtsearch
+
+    index = args.work / "emma"
+    if not (index / "manifest.json").is_file():
+        qtsearch.Index.build(args.book, index, split_sentences=True).close()
+    t0 = time.perf_counter()
+    reranker = qtsearch.Reranker("minilm", max(args.depths))
+    load = time.perf_counter() - t0
+    reranker.encoder.warm_up()
+    with qtsearch.Index.open(index) as idx:
+        first = {d: [idx.search(q, d) for q in QUERIES] for d in args.depths}
+        times: dict[int, list[float]] = {d: [] for d in args.depths}
+        for _ in range(args.repeats):
+            for n, query in enumerate(QUERIES):
+                for depth in args.depths:
+                    t = time.perf_counter()
+                    reranker([query], [first[depth][n]], 10)
+                    times[depth].append(time.perf_counter() - t)
+
+    one_shot = []
+    for _ in range(args.one_shot_runs):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "qtsearch", "search", str(index), QUERIES[0],
+                        "--rerank", "minilm", "-k", "10", "--json"], cwd=REPO, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        one_shot.append(time.perf_counter() - t)
+
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; "
+          f"{len(QUERIES)} queries × {args.repeats}\n")
+    print("| re-ranking | p50 ms | p90 ms |\n|---|---:|---:|")
+    for depth in args.depths:
+        print(f"| depth {depth} | {quantiles(times[depth])} |")
+    print(f"\nMiniLM load: {load:.1f} s; one-shot `qtsearch search --rerank minilm -k 10` "
+          f"median {statistics.median(one_shot):.1f} s wall")
+
+
+if __name__ == "__main__":
+    main()
