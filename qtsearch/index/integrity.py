@@ -145,7 +145,7 @@ def counts(folder: Path) -> dict[str, int | None]:
     from qtsearch.index.faiss_backend import open_faiss_index
     from qtsearch.index.fold import Fold
     from qtsearch.index.names import INDEX_FILE, META_FILE
-    from qtsearch.index.store import FTS_TABLE, MetadataStore
+    from qtsearch.index.store import MetadataStore
 
     nodes = int(open_faiss_index(folder / INDEX_FILE, mmap=True).ntotal)
     fold = Fold.load(folder, nodes)
@@ -154,9 +154,7 @@ def counts(folder: Path) -> dict[str, int | None]:
         rows = store.count()
         fts = None
         if store.has_fts():
-            with store._connect() as conn:  # the full-text index's own per-row table
-                fts = int(conn.exec_driver_sql(
-                    f"SELECT COUNT(*) FROM {FTS_TABLE}_docsize").scalar_one())
+            fts = store.fts_count()
     return {"vectors": vectors, "rows": rows, "full_text_rows": fts}
 
 

@@ -1,8 +1,9 @@
 """Sentence metadata in SQLite: one row per vector, keyed by the faiss id.
 
 The faiss id of a vector is its row id here, so a search hit maps to its text, source file,
-line, document and position with one primary-key lookup. SQLAlchemy Core (no ORM): bulk
-inserts are one `executemany` in one transaction, which keeps 1M rows at a few seconds.
+line, document and position with one primary-key lookup. Plain `sqlite3` with positional
+statements: bulk inserts are one `executemany` in one transaction (1M rows in a few seconds),
+and opening an index for a query imports nothing beyond the standard library.
 The database runs in WAL mode so readers (the query layer) never block on a writer (`add`).
 """
 
@@ -17,21 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import (
-    Column,
-    Connection,
-    Engine,
-    Index,
-    Integer,
-    MetaData,
-    Table,
-    Text,
-    create_engine,
-    event,
-    func,
-    select,
-)
-from sqlalchemy.pool import StaticPool
 
 from qtsearch.core.errors import IndexError_, OutputError
 from qtsearch.index.failures import sqlite_failure
@@ -44,22 +30,16 @@ COLUMNS = ("id", "text", "source", "line", "doc", "position", "title", "url", "d
 #: Columns of whole numbers (the others are text).
 INTEGER_COLUMNS = ("id", "line", "doc", "position")
 
-_metadata = MetaData()
-sentences = Table(
-    "sentences",
-    _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=False),
-    Column("text", Text, nullable=False),
-    Column("source", Text, nullable=False),
-    Column("line", Integer),
-    Column("doc", Integer),
-    Column("position", Integer),
-    *(Column(name, Text) for name in COLUMNS[6:]),
-    Index("ix_sentences_doc_position", "doc", "position"),
-    Index("ix_sentences_title", "title"),  # `--where title=…` without a scan of every row
-    Index("ix_sentences_doc_id", "doc_id"),  # `--where doc_id=…`, the id a Wikipedia hit shows
+_CREATE_TABLE = (
+    "CREATE TABLE sentences (id INTEGER NOT NULL PRIMARY KEY, text TEXT NOT NULL, "
+    "source TEXT NOT NULL, line INTEGER, doc INTEGER, position INTEGER, title TEXT, url TEXT, "
+    "doc_id TEXT, section TEXT)")
+_CREATE_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS ix_sentences_doc_position ON sentences (doc, position)",
+    # `--where title=…` and `--where doc_id=…` (the id a Wikipedia hit shows) without a scan
+    "CREATE INDEX IF NOT EXISTS ix_sentences_title ON sentences (title)",
+    "CREATE INDEX IF NOT EXISTS ix_sentences_doc_id ON sentences (doc_id)",
 )
-
 _INSERT = f"INSERT INTO sentences ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 #: How much of a read-only database SQLite may map into memory (address space, not RAM).
 _MMAP_BYTES = 1 << 40
@@ -75,39 +55,28 @@ _CHUNK = 50_000
 _MAX_IN = 30_000
 
 
-def _engine(path: Path, readonly: bool) -> Engine:
+def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
     # A finished index never changes in place (`add` and rebuilds swap in a new folder), so a
     # reader opens it immutable: no -wal/-shm files appear beside it, read-only media work,
-    # and its one connection (StaticPool, every thread) keeps reading the file it opened
-    # even after a rebuild renamed a new index into its place.
+    # and its one connection (shared by every thread, see MetadataStore._conn) keeps reading
+    # the file it opened even after a rebuild renamed a new index into its place.
     mode = "ro&immutable=1" if readonly else "rwc"
-    uri = f"file:{path.resolve().as_posix()}?mode={mode}"
-
-    def connect() -> sqlite3.Connection:
-        return sqlite3.connect(uri, uri=True, check_same_thread=False)
-
-    engine = create_engine("sqlite://", creator=connect,
-                           **({"poolclass": StaticPool} if readonly else {}))
-
-    @event.listens_for(engine, "connect")
-    def _pragmas(conn: sqlite3.Connection, _record: Any) -> None:
-        cur = conn.cursor()
-        if readonly:  # pages read through a memory map, not a read() each: lookups ~1.5x faster
-            cur.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
-        else:
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-        cur.close()
-
-    return engine
+    conn = sqlite3.connect(f"file:{path.resolve().as_posix()}?mode={mode}", uri=True,
+                           check_same_thread=False, isolation_level=None)  # BEGIN is explicit
+    if readonly:  # pages read through a memory map, not a read() each: lookups ~1.5x faster
+        conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
+    else:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
 
 
 class MetadataStore:
     """The `sentences` table of one index (`meta.sqlite`)."""
 
-    def __init__(self, path: Path, engine: Engine, readonly: bool):
+    def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool):
         self.path = path
-        self.engine = engine
+        self._conn = conn
         self.readonly = readonly
         self._lock = threading.RLock()  # see _connect
         #: The columns of this database in COLUMNS order: indexes built before the article
@@ -116,12 +85,24 @@ class MetadataStore:
         self._select = f"SELECT {', '.join(self.fields)} FROM sentences"
 
     @contextlib.contextmanager
-    def _connect(self) -> Iterator[Connection]:
-        """A connection for one call, one thread at a time: a read-only store has a single
-        SQLite connection for every thread (see _engine), and SQLite shares one connection
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """The store's one connection, one thread at a time: SQLite shares a connection
         between threads safely only where it was built serialized (sqlite3.threadsafety 3)."""
-        with self._lock, self._failures(), self.engine.connect() as conn:
-            yield conn
+        with self._lock, self._failures():
+            yield self._conn
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """The connection inside one transaction: committed after the block, rolled back
+        when it fails (all or nothing)."""
+        with self._connect() as conn:
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
 
     @contextlib.contextmanager
     def _failures(self) -> Iterator[None]:
@@ -142,11 +123,14 @@ class MetadataStore:
         if p.exists():
             raise OutputError(f"{p}: metadata database already exists")
         try:
-            engine = _engine(p, readonly=False)
-            _metadata.create_all(engine)
-        except Exception as e:  # sqlite3/SQLAlchemy errors: unwritable folder, full disk
+            conn = _connect(p, readonly=False)
+            conn.execute("BEGIN")  # one transaction: never a table without its indexes
+            for statement in (_CREATE_TABLE, *_CREATE_INDEXES):
+                conn.execute(statement)
+            conn.commit()
+        except (sqlite3.Error, OSError) as e:  # an unwritable folder, a full disk
             raise OutputError(f"{p}: cannot create the metadata database ({e})") from e
-        return cls(p, engine, readonly=False)
+        return cls(p, conn, readonly=False)
 
     @classmethod
     def open(cls, path: str | os.PathLike, readonly: bool = True) -> MetadataStore:
@@ -154,18 +138,20 @@ class MetadataStore:
         p = Path(path)
         if not p.is_file():
             raise IndexError_(f"{p}: metadata database is missing")
+        conn = None
         try:
-            engine = _engine(p, readonly=readonly)
-            with engine.connect() as conn:
-                names = {r[0] for r in conn.exec_driver_sql(
-                    "SELECT name FROM sqlite_master WHERE type='table'")}
-        except Exception as e:
-            why = str(getattr(e, "orig", None) or e).splitlines()[0]
+            conn = _connect(p, readonly=readonly)
+            names = {r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'")}
+        except (sqlite3.Error, OSError) as e:
+            if conn is not None:
+                conn.close()
+            why = (str(e).splitlines() or [type(e).__name__])[0]
             raise IndexError_(f"{p}: not a readable SQLite database ({why})") from e
         if "sentences" not in names:
-            engine.dispose()
+            conn.close()
             raise IndexError_(f"{p}: no `sentences` table (not a qtsearch metadata database)")
-        store = cls(p, engine, readonly=readonly)
+        store = cls(p, conn, readonly=readonly)
         if not readonly:
             store._add_missing_columns()
         return store
@@ -176,11 +162,11 @@ class MetadataStore:
         missing = [c for c in COLUMNS if c not in self.fields]
         if not missing:
             return
-        with self.engine.begin() as conn:
+        with self._transaction() as conn:
             for name in missing:
-                conn.exec_driver_sql(f"ALTER TABLE sentences ADD COLUMN {name} TEXT")
-            for index in sentences.indexes:
-                index.create(conn, checkfirst=True)
+                conn.execute(f"ALTER TABLE sentences ADD COLUMN {name} TEXT")
+            for statement in _CREATE_INDEXES:
+                conn.execute(statement)
         self.fields = COLUMNS
         self._select = f"SELECT {', '.join(self.fields)} FROM sentences"
 
@@ -193,48 +179,46 @@ class MetadataStore:
         data = [r if len(r) == width else (*r, *(None,) * (width - len(r))) for r in rows]
         if not data:
             return 0
-        # The driver's executemany with positional tuples: ~3x faster than Core's dict
-        # binding on 1M rows (measurements.md), same single transaction.
-        with self.engine.begin() as conn:
-            conn.exec_driver_sql(_INSERT, data)
+        # executemany with positional tuples: ~3x faster than binding dicts on 1M rows
+        with self._transaction() as conn:
+            conn.executemany(_INSERT, data)
         return len(data)
 
     def count(self) -> int:
         with self._connect() as conn:
             if not self.readonly:
-                return int(conn.execute(select(func.count()).select_from(sentences)).scalar_one())
+                return int(conn.execute("SELECT count(*) FROM sentences").fetchone()[0])
             # counted through SQLite's own page cache, not the memory map: each fault in the
             # map also maps its neighbours (the kernel's fault-around), and the small index
             # counted lies among the table's pages, so the count mapped most of the file
-            conn.exec_driver_sql("PRAGMA mmap_size=0")
+            conn.execute("PRAGMA mmap_size=0")
             try:
-                return int(conn.execute(select(func.count()).select_from(sentences)).scalar_one())
+                return int(conn.execute("SELECT count(*) FROM sentences").fetchone()[0])
             finally:
-                conn.exec_driver_sql(f"PRAGMA mmap_size={_MMAP_BYTES}")
+                conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
 
     def max_id(self) -> int:
         """Largest id stored, -1 when empty (the next appended row gets max_id + 1)."""
         with self._connect() as conn:
-            value = conn.execute(select(func.max(sentences.c.id))).scalar_one()
+            value = conn.execute("SELECT max(id) FROM sentences").fetchone()[0]
         return -1 if value is None else int(value)
 
     def max_doc(self) -> int:
         """Largest document number, -1 when empty (appended documents continue after it)."""
         with self._connect() as conn:
-            value = conn.execute(select(func.max(sentences.c.doc))).scalar_one()
+            value = conn.execute("SELECT max(doc) FROM sentences").fetchone()[0]
         return -1 if value is None else int(value)
 
     def get(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         """Rows by id (ids not found are simply absent from the result)."""
         wanted = sorted({int(i) for i in ids if int(i) >= 0})
         found: dict[int, dict[str, Any]] = {}
-        # Driver-level statement and plain tuples: a query's 10-row lookup took 0.5 ms
-        # through a Core select() (statement building, row objects), a sixth of that here.
+        # one statement and plain tuples: a query's 10-row lookup in well under 0.1 ms
         with self._connect() as conn:
             for s in range(0, len(wanted), _MAX_IN):
                 chunk = wanted[s : s + _MAX_IN]
                 sql = f"{self._select} WHERE id IN ({', '.join('?' * len(chunk))})"
-                for row in conn.exec_driver_sql(sql, tuple(chunk)):
+                for row in conn.execute(sql, tuple(chunk)):
                     found[row[0]] = dict(zip(self.fields, row, strict=True))
         return found
 
@@ -243,14 +227,13 @@ class MetadataStore:
         sql = (f"{self._select} WHERE doc = ? AND position BETWEEN ? AND ? "
                "ORDER BY position, id")
         with self._connect() as conn:
-            rows = conn.exec_driver_sql(sql, (doc, position - window, position + window))
+            rows = conn.execute(sql, (doc, position - window, position + window))
             return [dict(zip(self.fields, r, strict=True)) for r in rows]
 
     def iter_rows(self, chunk: int = _CHUNK) -> Iterator[list[Row]]:
         """All rows in id order, `chunk` at a time (keyset pagination: flat memory)."""
-        # Driver-level cursor: plain tuples, ~3x faster than Core row objects on 1M rows.
         with self._connect() as conn:
-            cur = conn.exec_driver_sql(f"{self._select} ORDER BY id")
+            cur = conn.execute(f"{self._select} ORDER BY id")
             while rows := cur.fetchmany(chunk):
                 yield rows
 
@@ -290,16 +273,16 @@ class MetadataStore:
         a lexical hit's rowid is the vector id and the texts are not stored twice."""
         if self.readonly:
             raise OutputError(f"{self.path}: opened read-only, cannot create the FTS table")
-        with self.engine.begin() as conn:
-            conn.exec_driver_sql(_FTS_CREATE)
+        with self._transaction() as conn:
+            conn.execute(_FTS_CREATE)
 
     def fts_fill(self, first_id: int = 0) -> int:
         """Index the texts of the rows with id >= `first_id` (one transaction); returns how
         many rows were indexed. `add` passes its first new id, so old rows are not redone."""
         if self.readonly:
             raise OutputError(f"{self.path}: opened read-only, cannot fill the FTS table")
-        with self.engine.begin() as conn:
-            cur = conn.exec_driver_sql(
+        with self._transaction() as conn:
+            cur = conn.execute(
                 f"INSERT INTO {FTS_TABLE}(rowid, text) SELECT id, text FROM sentences "
                 f"WHERE id >= ? ORDER BY id", (int(first_id),))
             return int(cur.rowcount)
@@ -307,17 +290,23 @@ class MetadataStore:
     def has_fts(self) -> bool:
         """Whether the full-text table exists (False on indexes built before it)."""
         with self._connect() as conn:
-            return conn.exec_driver_sql(
+            return conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
-                (FTS_TABLE,)).first() is not None
+                (FTS_TABLE,)).fetchone() is not None
+
+    def fts_count(self) -> int:
+        """Rows in the full-text index, from its own per-row table (a table damaged or cut
+        short shows here, not in `count`)."""
+        with self._connect() as conn:
+            return int(conn.execute(f"SELECT count(*) FROM {FTS_TABLE}_docsize").fetchone()[0])
 
     def checkpoint(self) -> None:
         """Fold the WAL into the main file, so a finished index is one self-contained file."""
         with self._connect() as conn:
-            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
-        self.engine.dispose()
+        self._conn.close()
 
     def __enter__(self) -> MetadataStore:
         return self
@@ -333,13 +322,13 @@ class MetadataStore:
     def columns(self) -> list[str]:
         """The columns of the `sentences` table (a filter may name any of them)."""
         with self._connect() as conn:
-            return [r[1] for r in conn.exec_driver_sql("PRAGMA table_info(sentences)")]
+            return [r[1] for r in conn.execute("PRAGMA table_info(sentences)")]
 
     def ids_where(self, clause: str, params: Sequence[Any]) -> np.ndarray:
         """Sorted ids of the rows matching an SQL condition on `sentences` (built by the query
         layer from column names it checked against `columns()`; values are bound)."""
         with self._connect() as conn:
-            rows = conn.exec_driver_sql(f"SELECT id FROM sentences WHERE {clause} ORDER BY id",
+            rows = conn.execute(f"SELECT id FROM sentences WHERE {clause} ORDER BY id",
                                         tuple(params)).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
@@ -351,7 +340,7 @@ class MetadataStore:
         sql = (f'SELECT DISTINCT "{column}" FROM sentences WHERE "{column}" IS NOT NULL'
                + (f" AND ({clause})" if clause else ""))
         with self._connect() as conn:
-            return [r[0] for r in conn.exec_driver_sql(sql, tuple(params))]
+            return [r[0] for r in conn.execute(sql, tuple(params))]
 
     def term_rows(self, term: str, cap: int) -> int:
         """How many rows hold `term`, counted up to `cap`: a bounded-cost test of whether a
@@ -360,15 +349,15 @@ class MetadataStore:
         sql = (f"SELECT count(*) FROM (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} "
                "MATCH ? LIMIT ?)")
         with self._connect() as conn:
-            return int(conn.exec_driver_sql(sql, (fts_phrase(term), cap)).scalar_one())
+            return int(conn.execute(sql, (fts_phrase(term), cap)).fetchone()[0])
 
     def term_counts(self, min_rows: int = 0) -> dict[str, int]:
         """Terms held by more than `min_rows` rows, with their row counts: one pass over the
         whole full-text index (0.7 s of CPU and 151k terms at 1M rows), for a warm-up thread."""
         with self._connect() as conn:
-            conn.exec_driver_sql(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{FTS_TABLE}_terms "
+            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{FTS_TABLE}_terms "
                                  f"USING fts5vocab(main, {FTS_TABLE}, row)")
-            rows = conn.exec_driver_sql(f"SELECT term, doc FROM temp.{FTS_TABLE}_terms "
+            rows = conn.execute(f"SELECT term, doc FROM temp.{FTS_TABLE}_terms "
                                         "WHERE doc > ?", (min_rows,)).fetchall()
         return {str(t): int(n) for t, n in rows}
 
@@ -383,7 +372,7 @@ class MetadataStore:
                f"WHERE {FTS_TABLE} MATCH ?{f' AND ({clause})' if clause else ''}"
                f"{f' ORDER BY bm25({FTS_TABLE})' if ranked else ''} LIMIT ?")
         with self._connect() as conn:
-            rows = conn.exec_driver_sql(sql, (match, *params, k)).fetchall()
+            rows = conn.execute(sql, (match, *params, k)).fetchall()
         hits = [(int(i), -float(s)) for i, s in rows]  # FTS5's bm25 is negated: lower = better
         return hits if ranked else sorted(hits, key=lambda h: -h[1])
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 #: Libraries `qtsearch --help` (and the import of the CLI) must not load.
-HEAVY = ("torch", "faiss", "sqlalchemy", "pyarrow", "numba", "numpy")
+HEAVY = ("torch", "faiss", "pyarrow", "numba", "numpy")
 
 #: Runs qtsearch.app.cli.main on each argv of argv[1] (JSON) in this process, then prints which of
 #: HEAVY were imported.

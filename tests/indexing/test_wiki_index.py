@@ -4,6 +4,7 @@ search and take Wikipedia sentences through `add`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sqlite3
@@ -153,8 +154,8 @@ def test_an_old_index_opens_searches_and_takes_wikipedia(flat, shared_data, tmp_
     add_to_index(old, [str(shared_data / SHARDS[0])], device="cpu")
     with Index.open(old) as idx:
         assert idx.store.fields[-4:] == ARTICLE
-        with idx.store.engine.connect() as conn:
-            plan = conn.exec_driver_sql(
+        with contextlib.closing(sqlite3.connect(idx.store.path)) as conn:
+            plan = conn.execute(
                 "EXPLAIN QUERY PLAN SELECT id FROM sentences WHERE title = 'x'").fetchall()
         assert "ix_sentences_title" in str(plan)  # the upgrade indexed the titles too
         (first,) = idx.get([before])
