@@ -3,7 +3,8 @@ damaged database (exit 5, "rebuild the index"), instead of an internal error tha
 
 SQLAlchemy wraps the driver's exception (`.orig`); both are recognised by SQLite's own words
 (its result codes SQLITE_FULL, SQLITE_CORRUPT, SQLITE_NOTADB) so that a query's own mistake,
-an FTS5 syntax error say, is never mistaken for damage.
+an FTS5 syntax error say, is never mistaken for damage. A database that cannot be written
+(SQLITE_READONLY: its file or folder is read-only) is an output error too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from qtsearch.core.errors import DamagedIndex, OutputError, QTSearchError
 
-SQLITE_CORRUPT, SQLITE_FULL, SQLITE_NOTADB = 11, 13, 26  # SQLite's primary result codes
+SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_FULL, SQLITE_NOTADB = 8, 11, 13, 26  # primary codes
 _FULL = ("database or disk is full", "disk is full")
 _DAMAGED = ("malformed", "file is not a database", "database corruption", "disk i/o error",
             "fts5: corrupt", "vtable constructor failed")
@@ -37,6 +38,8 @@ def sqlite_failure(path: Path, error: BaseException) -> QTSearchError | None:
     if any(w in low for w in _FULL) or (code is not None and code & 0xFF == SQLITE_FULL):
         return OutputError(f"{path}: no space left on the device ({why}); free some and run "
                            "the same command again")
+    if "readonly database" in low or (code is not None and code & 0xFF == SQLITE_READONLY):
+        return OutputError(f"{path}: cannot write it: it is read-only ({why})")
     corrupt = code is not None and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB)
     if corrupt or any(w in low for w in _DAMAGED) or type(orig) is sqlite3.DatabaseError:
         return DamagedIndex(f"{path}: damaged SQLite database ({why}); rebuild the index")

@@ -33,6 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.pool import StaticPool
 
+from qtsearch.core.disk import writing
 from qtsearch.core.errors import IndexError_, OutputError
 from qtsearch.index.failures import sqlite_failure
 
@@ -268,7 +269,7 @@ class MetadataStore:
         tmp = out.with_name(out.name + ".tmp")
         n = 0
         try:
-            with pq.ParquetWriter(tmp, schema) as writer:
+            with writing(out, tmp), pq.ParquetWriter(tmp, schema) as writer:
                 for rows in self.iter_rows():
                     cols = list(zip(*rows, strict=True))
                     writer.write_table(pa.table(

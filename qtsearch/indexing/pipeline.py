@@ -16,7 +16,9 @@ is complete. Appending (`build.append`) and derived builds (`build.derive`) swap
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -30,15 +32,23 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from qtsearch.core.config import save_config
-from qtsearch.core.errors import IndexError_, InputError, Interrupted, OutputError, UsageError
+from qtsearch.core.disk import remove_tree
+from qtsearch.core.errors import (
+    IndexError_,
+    InputError,
+    Interrupted,
+    OutputError,
+    QTSearchError,
+    UsageError,
+)
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import FolderEncoder
 from qtsearch.encoders.corpus_words import prepare_corpus_words, refines
 from qtsearch.encoders.neural import Encoder
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.index import bm25
-from qtsearch.index.folder import file_checksum, folder_bytes, swap_in
-from qtsearch.index.lock import writer_lock
+from qtsearch.index.folder import file_checksum, folder_bytes, require_writable, swap_in
+from qtsearch.index.lock import real_folder, writer_lock
 from qtsearch.index.manifest import compose_manifest, now, read_manifest, write_manifest
 from qtsearch.index.names import (
     CONFIG_FILE,
@@ -92,6 +102,8 @@ class BuildResult:
     bytes_on_disk: int = 0
     #: a mean model's words this run embedded: tokens, composed (from word pieces), unknown
     words: dict[str, int] | None = None
+    #: the index at `path` was already built by this very command: nothing was done
+    already_built: bool = False
 
 
 def model_spec(encoder: AnyEncoder) -> str:
@@ -115,7 +127,8 @@ class Builder:
         check_format(config.input_format)
         check_docs(config.docs)
         self.config = config
-        self.out = Path(config.out) if config.out else default_out(config.corpus)
+        # a link to an index folder stands for that folder (qtsearch.index.lock.real_folder)
+        self.out = real_folder(config.out if config.out else default_out(config.corpus))
         self.partial = self.out.with_name(self.out.name + ".partial")
         self.shards = self.partial / SHARDS
         self.reporter = reporter or Reporter()
@@ -135,6 +148,33 @@ class Builder:
                 (self.out / MANIFEST).is_file() or not any(self.out.iterdir())):
             raise OutputError(f"{self.out}: exists and is not a qtsearch index; refusing to "
                               f"replace it")
+        require_writable(self.out)  # the old index is deleted once the new one is in place
+
+    def _built_before(self) -> BuildResult | None:
+        """The index at `out` when this very command built it (the same options, corpus files
+        and model), else None: a build killed after its swap but before it exited has done
+        all its work, and its rerun should say so rather than refuse an existing folder."""
+        try:
+            saved = json.loads((self.out / CONFIG_FILE).read_text(encoding="utf-8"))
+            manifest = read_manifest(self.out)
+        except (OSError, ValueError, QTSearchError):
+            return None
+        asked = json.loads(json.dumps(dataclasses.asdict(self.config)))
+        if not isinstance(saved, dict) or {**saved, "overwrite": False} != \
+                {**asked, "overwrite": False}:
+            return None
+        corpus = [file_checksum(f) for f in list_files(self.config.corpus)]
+        if [(x["path"], x["sha256"]) for x in corpus] != \
+                [(x.get("path"), x.get("sha256")) for x in manifest.get("corpus", [])]:
+            return None
+        c = self.config
+        encoder = load_encoder(c.model, device=c.device, precision=c.precision)
+        if encoder.fingerprint != manifest["model"].get("fingerprint"):
+            return None
+        (self.out / STATE_FILE).unlink(missing_ok=True)  # a kill right after the swap left it
+        self.reporter.note(f"{self.out}: already built from the same corpus files, model and "
+                           "options; nothing to do (--overwrite builds it again)")
+        return BuildResult(self.out, manifest, [], folder_bytes(self.out), already_built=True)
 
     def _resume_key(self, corpus: list[dict[str, Any]], encoder: AnyEncoder) -> str:
         """What the spooled shards depend on: same key → the shards can be reused."""
@@ -295,7 +335,8 @@ class Builder:
                 try:
                     self._read(files)
                 except InputError:  # nothing worth resuming yet: leave no trace
-                    shutil.rmtree(self.partial, ignore_errors=True)
+                    with contextlib.suppress(OSError):
+                        remove_tree(self.partial)
                     raise
             self._embed(encoder)
             refit = (self.state.get("transform") or {}).get("requested") != self.fit
@@ -356,6 +397,10 @@ class Builder:
 
     def _run(self) -> BuildResult:
         c = self.config
+        if self.out.exists() and not c.overwrite:
+            built = self._built_before()
+            if built is not None:
+                return built
         self._check_output()
         files = list_files(c.corpus)
         encoder = load_encoder(c.model, device=c.device, precision=c.precision)
