@@ -37,9 +37,22 @@ def no_space(error: BaseException) -> bool:
     return any(w in text for w in _NO_SPACE_TEXT) or bool(_SHORT_WRITE.search(text))
 
 
-def no_space_error(path: str | os.PathLike) -> OutputError:
-    return OutputError(f"{path}: cannot write it: {NO_SPACE}; free some space and run the "
-                       "same command again")
+def device_full(path: str | os.PathLike, margin: int = 1 << 20) -> bool:
+    """Whether the file system holding `path` (or its nearest existing parent) has less than
+    `margin` bytes left: what a vague write error (SQLite's "disk I/O error") means there."""
+    folder = Path(path)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return shutil.disk_usage(folder).free < margin
+    except OSError:
+        return False
+
+
+def no_space_error(path: str | os.PathLike, why: str | None = None) -> OutputError:
+    """The one line for a full disk met while writing `path` (`why`: the library's words)."""
+    return OutputError(f"{path}: {NO_SPACE}" + (f" ({why})" if why else "") +
+                       "; free some and run the same command again")
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ import errno
 import sqlite3
 from pathlib import Path
 
+from qtsearch.core.disk import device_full, no_space_error
 from qtsearch.core.errors import DamagedIndex, OutputError, QTSearchError
 
 SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_FULL, SQLITE_NOTADB = 8, 11, 13, 26  # primary codes
@@ -28,16 +29,16 @@ def sqlite_failure(path: Path, error: BaseException) -> QTSearchError | None:
         return None
     orig = getattr(error, "orig", None) or error
     if isinstance(orig, OSError) and orig.errno == errno.ENOSPC:
-        return OutputError(f"{path}: no space left on the device; free some and run the "
-                           "same command again")
+        return no_space_error(path)
     if not isinstance(orig, sqlite3.DatabaseError):
         return None
     why = (str(orig).splitlines() or [type(orig).__name__])[0]
     low = why.lower()
     code = getattr(orig, "sqlite_errorcode", None)  # extended codes keep the primary in 8 bits
     if any(w in low for w in _FULL) or (code is not None and code & 0xFF == SQLITE_FULL):
-        return OutputError(f"{path}: no space left on the device ({why}); free some and run "
-                           "the same command again")
+        return no_space_error(path, why)
+    if "disk i/o error" in low and device_full(path):  # SQLite's words when even its journal
+        return no_space_error(path)                    # cannot be created on a full disk
     if "readonly database" in low or (code is not None and code & 0xFF == SQLITE_READONLY):
         return OutputError(f"{path}: cannot write it: it is read-only ({why})")
     corrupt = code is not None and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB)

@@ -62,11 +62,13 @@ def require_writable(folder: Path) -> None:
     copy would inherit its mode and the old folder could not be deleted, so the write would
     fail half-way and leave a work folder behind."""
     part = read_only_part(folder)
-    if part is not None:
-        what = "folder" if part.is_dir() else "file"
-        raise OutputError(f"{part}: this {what} of the index is read-only, so {folder} cannot "
-                          f"be changed; it is unchanged (make it writable to change it: "
-                          f"chmod -R u+w {folder})")
+    if part is None:
+        return
+    fix = f"the index is unchanged (make it writable to change it: chmod -R u+w {folder})"
+    if part == folder:
+        raise OutputError(f"{folder}: the index folder is read-only; {fix}")
+    what = "folder" if part.is_dir() else "file"
+    raise OutputError(f"{part}: a read-only {what} in the index {folder}; {fix}")
 
 
 @contextlib.contextmanager

@@ -146,7 +146,11 @@ class MetadataStore:
             engine = _engine(p, readonly=False)
             _metadata.create_all(engine)
         except Exception as e:  # sqlite3/SQLAlchemy errors: unwritable folder, full disk
-            raise OutputError(f"{p}: cannot create the metadata database ({e})") from e
+            known = sqlite_failure(p, e)
+            if isinstance(known, OutputError):
+                raise known from e
+            why = (str(getattr(e, "orig", None) or e).splitlines() or [type(e).__name__])[0]
+            raise OutputError(f"{p}: cannot create the metadata database ({why})") from e
         return cls(p, engine, readonly=False)
 
     @classmethod

@@ -160,8 +160,8 @@ class Builder:
         except (OSError, ValueError, QTSearchError):
             return None
         asked = json.loads(json.dumps(dataclasses.asdict(self.config)))
-        if not isinstance(saved, dict) or {**saved, "overwrite": False} != \
-                {**asked, "overwrite": False}:
+        same = {"out": None, "overwrite": False}  # the folder is this one, however named
+        if not isinstance(saved, dict) or {**saved, **same} != {**asked, **same}:
             return None
         corpus = [file_checksum(f) for f in list_files(self.config.corpus)]
         if [(x["path"], x["sha256"]) for x in corpus] != \

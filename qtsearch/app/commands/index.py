@@ -192,7 +192,7 @@ def build_index_cmd(
         text_field=text_field)
     result = build_on(engine, config, RayOptions(address, workers, gpus_per_worker),
                       reporter=reporter, wait=None if wait else 0.0)
-    if not quiet:
+    if not quiet and not result.already_built:  # else its times are an earlier run's
         out.print(summary_table(result.manifest, result.bytes_on_disk, bool(result.resumed)))
     out.print(f"index of {counted(result.manifest['count'], 'sentence')} → {result.path}")
 
