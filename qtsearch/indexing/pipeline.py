@@ -172,8 +172,6 @@ class Builder:
         if encoder.fingerprint != manifest["model"].get("fingerprint"):
             return None
         (self.out / STATE_FILE).unlink(missing_ok=True)  # a kill right after the swap left it
-        self.reporter.note(f"{self.out}: already built from the same corpus files, model and "
-                           "options; nothing to do (--overwrite builds it again)")
         return BuildResult(self.out, manifest, [], folder_bytes(self.out), already_built=True)
 
     def _resume_key(self, corpus: list[dict[str, Any]], encoder: AnyEncoder) -> str:
