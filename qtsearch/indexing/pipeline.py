@@ -16,9 +16,7 @@ is complete. Appending (`build.append`) and derived builds (`build.derive`) swap
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -32,15 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from qtsearch.core.config import save_config
-from qtsearch.core.disk import remove_tree
-from qtsearch.core.errors import (
-    IndexError_,
-    InputError,
-    Interrupted,
-    OutputError,
-    QTSearchError,
-    UsageError,
-)
+from qtsearch.core.errors import IndexError_, InputError, Interrupted, OutputError, UsageError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import FolderEncoder
 from qtsearch.encoders.corpus_words import prepare_corpus_words, refines
@@ -70,6 +60,7 @@ from qtsearch.index.transform import (
 from qtsearch.indexing import shards as shard_files
 from qtsearch.indexing.config import IndexConfig, default_out
 from qtsearch.indexing.index_stage import IndexStage, build_fields, manifest_fields
+from qtsearch.indexing.rerun import built_before
 from qtsearch.indexing.state import PARALLEL_MIN_CPUS, SHARDS, STATE_FILE, BuildState
 from qtsearch.indexing.tokens import shard_inputs
 from qtsearch.text.reader import check_docs, check_format, list_files, read_sentences
@@ -149,30 +140,6 @@ class Builder:
             raise OutputError(f"{self.out}: exists and is not a qtsearch index; refusing to "
                               f"replace it")
         require_writable(self.out)  # the old index is deleted once the new one is in place
-
-    def _built_before(self) -> BuildResult | None:
-        """The index at `out` when this very command built it (the same options, corpus files
-        and model), else None: a build killed after its swap but before it exited has done
-        all its work, and its rerun should say so rather than refuse an existing folder."""
-        try:
-            saved = json.loads((self.out / CONFIG_FILE).read_text(encoding="utf-8"))
-            manifest = read_manifest(self.out)
-        except (OSError, ValueError, QTSearchError):
-            return None
-        asked = json.loads(json.dumps(dataclasses.asdict(self.config)))
-        same = {"out": None, "overwrite": False}  # the folder is this one, however named
-        if not isinstance(saved, dict) or {**saved, **same} != {**asked, **same}:
-            return None
-        corpus = [file_checksum(f) for f in list_files(self.config.corpus)]
-        if [(x["path"], x["sha256"]) for x in corpus] != \
-                [(x.get("path"), x.get("sha256")) for x in manifest.get("corpus", [])]:
-            return None
-        c = self.config
-        encoder = load_encoder(c.model, device=c.device, precision=c.precision)
-        if encoder.fingerprint != manifest["model"].get("fingerprint"):
-            return None
-        (self.out / STATE_FILE).unlink(missing_ok=True)  # a kill right after the swap left it
-        return BuildResult(self.out, manifest, [], folder_bytes(self.out), already_built=True)
 
     def _resume_key(self, corpus: list[dict[str, Any]], encoder: AnyEncoder) -> str:
         """What the spooled shards depend on: same key → the shards can be reused."""
@@ -333,8 +300,7 @@ class Builder:
                 try:
                     self._read(files)
                 except InputError:  # nothing worth resuming yet: leave no trace
-                    with contextlib.suppress(OSError):
-                        remove_tree(self.partial)
+                    shutil.rmtree(self.partial, ignore_errors=True)
                     raise
             self._embed(encoder)
             refit = (self.state.get("transform") or {}).get("requested") != self.fit
@@ -395,10 +361,8 @@ class Builder:
 
     def _run(self) -> BuildResult:
         c = self.config
-        if self.out.exists() and not c.overwrite:
-            built = self._built_before()
-            if built is not None:
-                return built
+        if self.out.exists() and not c.overwrite and (done := built_before(c, self.out)):
+            return BuildResult(self.out, done, [], folder_bytes(self.out), already_built=True)
         self._check_output()
         files = list_files(c.corpus)
         encoder = load_encoder(c.model, device=c.device, precision=c.precision)
