@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -137,3 +138,13 @@ def as_built(folder: Path) -> None:
     from qtsearch.index.manifest import read_manifest, write_manifest
 
     write_manifest(folder, read_manifest(folder))
+
+
+def no_mounts() -> str | None:
+    """Why private mounts (a tmpfs, a read-only bind mount in `unshare -m`) cannot be made
+    here; None: they can."""
+    if shutil.which("unshare") is None:
+        return "no unshare command"
+    r = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"],
+                       capture_output=True, text=True)
+    return None if r.returncode == 0 else f"cannot mount in a private namespace: {r.stderr}"

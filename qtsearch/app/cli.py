@@ -16,6 +16,7 @@ from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from qtsearch.app.commands import register_all
+from qtsearch.core.disk import NO_SPACE, no_space
 from qtsearch.core.errors import OutputError, QTSearchError, UsageError
 
 
@@ -164,7 +165,8 @@ def _main(argv: list[str] | None = None) -> None:
     except OSError as e:
         if os.environ.get("QTSEARCH_DEBUG"):
             raise
-        _fail(OutputError(f"{e.filename or ''}: {e.strerror or e}".lstrip(": ")))
+        why = NO_SPACE if no_space(e) else e.strerror or e  # a library's own words for it
+        _fail(OutputError(f"{e.filename or ''}: {why}".lstrip(": ")))
     except Exception as e:
         if os.environ.get("QTSEARCH_DEBUG"):
             raise

@@ -8,13 +8,16 @@ import os
 from pathlib import Path
 from typing import Any, TypeVar
 
+from qtsearch.core.disk import writing
+
 T = TypeVar("T")
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write text via a temporary file and rename, so a reader never sees half a file."""
+    """Write text via a temporary file and rename, so a reader never sees half a file (a full
+    disk: OutputError naming `path`, qtsearch.core.disk.writing)."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with writing(path, tmp), open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
@@ -40,7 +43,8 @@ def save_tensors(tensors: dict[str, Any], path: Path, meta: dict[str, str] | Non
     from safetensors.numpy import save_file
 
     tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), meta)
+    with writing(path, tmp):  # safetensors says "os error 28" of a full disk, without a name
+        save_file(tensors, str(tmp), meta)
     with_umask(tmp)
     os.replace(tmp, path)
 

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from qtsearch.core.disk import writing
 from qtsearch.core.errors import DamagedIndex, IndexError_
 from qtsearch.core.sorted_lines import find_line, line_blob
 from qtsearch.text.terms import WORD, Analyzer
@@ -129,16 +130,18 @@ def _write(folder: Path, p: _Postings) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     blob, offsets = line_blob(p.terms)
-    (tmp / "terms.txt").write_bytes(blob)
-    np.save(tmp / "term_offsets.npy", offsets)
-    np.save(tmp / "indptr.npy", p.indptr.astype(np.int64))
-    np.save(tmp / "rows.npy", p.rows.astype(np.int32))
-    np.save(tmp / "tfs.npy", p.tfs.astype(np.uint16))
-    np.save(tmp / "weights.npy", weights)
-    np.save(tmp / "lengths.npy", p.lengths.astype(np.int32))
-    (tmp / "info.json").write_text(json.dumps(
-        {"format": FORMAT, "rows": n, "k1": K1, "b": B, "avglen": avglen,
-         "terms": len(p.terms), "postings": len(p.rows)}), encoding="utf-8")
+    with writing(tmp / "terms.txt"):
+        (tmp / "terms.txt").write_bytes(blob)
+    arrays = {"term_offsets.npy": offsets, "indptr.npy": p.indptr.astype(np.int64),
+              "rows.npy": p.rows.astype(np.int32), "tfs.npy": p.tfs.astype(np.uint16),
+              "weights.npy": weights, "lengths.npy": p.lengths.astype(np.int32)}
+    for name, array in arrays.items():
+        with writing(tmp / name):  # a full disk: one line naming the file
+            np.save(tmp / name, array)
+    with writing(tmp / "info.json"):
+        (tmp / "info.json").write_text(json.dumps(
+            {"format": FORMAT, "rows": n, "k1": K1, "b": B, "avglen": avglen,
+             "terms": len(p.terms), "postings": len(p.rows)}), encoding="utf-8")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
 

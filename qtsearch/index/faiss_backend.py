@@ -20,6 +20,7 @@ import faiss
 import numpy as np
 
 from qtsearch.core.device import cuda_available
+from qtsearch.core.disk import writing
 from qtsearch.core.errors import IndexError_, OutputError, UsageError
 from qtsearch.index.fold import FOLD_FILE, Fold, Folder
 
@@ -130,7 +131,8 @@ def write_faiss_index(index: faiss.Index, path: Path) -> None:
     """Write a CPU index via a temporary name and rename (never half a file under `path`)."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        faiss.write_index(index, str(tmp))
+        with writing(path, tmp):  # faiss tells a full disk as a failed C++ assertion
+            faiss.write_index(index, str(tmp))
         os.replace(tmp, path)
     except RuntimeError as e:
         tmp.unlink(missing_ok=True)

@@ -28,7 +28,6 @@ import fcntl
 import json
 import logging
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from qtsearch.core.disk import remove_tree
 from qtsearch.core.errors import BusyError, OutputError
 
 log = logging.getLogger("qtsearch")
@@ -51,8 +51,16 @@ POLL_SECONDS = 0.1
 KILL_ENV = "QTSEARCH_TEST_KILL_AT"
 
 
-def lock_path(folder: str | os.PathLike) -> Path:
+def real_folder(folder: str | os.PathLike) -> Path:
+    """The folder a writer locks, writes beside and swaps: `folder` itself, or where it is a
+    symbolic link (to a link, …), the folder it finally points to. Resolved once per write,
+    so the link is never renamed or replaced, only read through."""
     folder = Path(folder)
+    return folder.resolve() if folder.is_symlink() else folder
+
+
+def lock_path(folder: str | os.PathLike) -> Path:
+    folder = real_folder(folder)
     return folder.with_name(folder.name + LOCK_SUFFIX)
 
 
@@ -106,9 +114,10 @@ def writer_lock(folder: str | os.PathLike, command: str | None = None,
     `wait`: 0 refuses at once when another writer holds it (BusyError naming the holder, exit
     7), None waits as long as it takes, a number waits that many seconds. `on_wait` is told
     once, in one line, whom this writer waits for. Leftovers of a writer that was killed
-    mid-swap are put right (`restore`) before the block runs.
+    mid-swap are put right (`restore`) before the block runs. A `folder` that is a symbolic
+    link is locked as the folder it points to (`real_folder`).
     """
-    folder = Path(folder)
+    folder = real_folder(folder)
     path = lock_path(folder)
     deadline = None if wait is None else time.monotonic() + wait
     told = False
@@ -218,7 +227,9 @@ def _exchange(a: Path, b: Path) -> bool:
 def swap_in(new: Path, out: Path) -> None:
     """Put the finished folder `new` at `out`: a reader sees the old index or the new one,
     never a mix, and after a kill at any point `out` holds one of them (or `restore` brings
-    the old one back). The old one is deleted only after the new one is in place."""
+    the old one back). The old one is deleted only after the new one is in place. An `out`
+    that is a symbolic link is left one: the folder it points to is replaced."""
+    out = real_folder(out)
     _fsync_dir(new)
     _hook("before-swap")
     if not out.exists():
@@ -228,7 +239,7 @@ def swap_in(new: Path, out: Path) -> None:
     if _exchange(new, out):  # `new` now names the old index
         _fsync_dir(out.parent)
         _hook("after-exchange")
-        shutil.rmtree(new)
+        remove_tree(new)
         return
     old = out.with_name(f"{out.name}{OLD_INFIX}{os.getpid()}")
     os.replace(out, old)
@@ -240,7 +251,7 @@ def swap_in(new: Path, out: Path) -> None:
         raise
     _fsync_dir(out.parent)
     _hook("before-cleanup")
-    shutil.rmtree(old)
+    remove_tree(old)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -287,7 +298,8 @@ def restore(out: Path) -> bool:
     if adding.exists():
         old.append(adding)
     for stale in old:
-        shutil.rmtree(stale, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            remove_tree(stale)
     return restored
 
 
@@ -295,6 +307,7 @@ def restore_if_missing(out: Path) -> bool:
     """For readers: when `out` is missing but a killed swap left its old index beside it, put
     it back, if no writer is at work (else the writer is mid-swap and will finish). True if
     the index is there now."""
+    out = real_folder(out)
     if out.exists() or not leftovers(out):
         return out.exists()
     with contextlib.suppress(BusyError, OutputError, OSError), writer_lock(out, "restore"):

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from qtsearch.core.disk import writing
 from qtsearch.core.errors import IndexError_, OutputError
 from qtsearch.index.failures import sqlite_failure
 
@@ -129,7 +130,11 @@ class MetadataStore:
                 conn.execute(statement)
             conn.commit()
         except (sqlite3.Error, OSError) as e:  # an unwritable folder, a full disk
-            raise OutputError(f"{p}: cannot create the metadata database ({e})") from e
+            known = sqlite_failure(p, e)
+            if isinstance(known, OutputError):
+                raise known from e
+            why = (str(e).splitlines() or [type(e).__name__])[0]
+            raise OutputError(f"{p}: cannot create the metadata database ({why})") from e
         return cls(p, conn, readonly=False)
 
     @classmethod
@@ -251,7 +256,7 @@ class MetadataStore:
         tmp = out.with_name(out.name + ".tmp")
         n = 0
         try:
-            with pq.ParquetWriter(tmp, schema) as writer:
+            with writing(out, tmp), pq.ParquetWriter(tmp, schema) as writer:
                 for rows in self.iter_rows():
                     cols = list(zip(*rows, strict=True))
                     writer.write_table(pa.table(

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from qtsearch.core.config import with_umask, write_json_atomic
+from qtsearch.core.config import save_tensors, write_json_atomic
 from qtsearch.core.errors import IndexError_, UsageError
 from qtsearch.index.choose import PARTITIONED, SQ8_MAX, WHITEN
 
@@ -150,13 +150,7 @@ class VectorTransform:
 
     def save(self, folder: str | os.PathLike) -> None:
         """transform.safetensors then transform.json (each atomically): `load` needs both."""
-        from safetensors.numpy import save_file
-
-        path = Path(folder) / TRANSFORM_FILE
-        tmp = path.with_name(path.name + ".tmp")
-        save_file({"mean": self.mean, "matrix": self.matrix}, str(tmp))
-        with_umask(tmp)
-        os.replace(tmp, path)
+        save_tensors({"mean": self.mean, "matrix": self.matrix}, Path(folder) / TRANSFORM_FILE)
         write_json_atomic(Path(folder) / TRANSFORM_JSON, self.describe())
 
     @classmethod

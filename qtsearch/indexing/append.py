@@ -23,7 +23,7 @@ from qtsearch.index import bm25
 from qtsearch.index.faiss_backend import FaissBuilder
 from qtsearch.index.folder import file_checksum, swap_in, working_copy
 from qtsearch.index.integrity import require_whole
-from qtsearch.index.lock import writer_lock
+from qtsearch.index.lock import real_folder, writer_lock
 from qtsearch.index.manifest import compose_manifest, now, read_manifest, write_manifest
 from qtsearch.index.names import INDEX_FILE, META_FILE, PARQUET_FILE
 from qtsearch.index.store import MetadataStore
@@ -105,7 +105,7 @@ def add_to_index(index_dir: str | os.PathLike, corpus: list[str],
     `upsert`: the rows of every record whose id (doc_id) the new files hold are deleted in
     the same write (`AddResult.replaced` counts them), so a record's new passages replace
     its old ones."""
-    folder = Path(index_dir)
+    folder = real_folder(index_dir)  # a link: the folder it points to
     read_manifest(folder)  # a missing or broken index fails here, before any lock file
     with writer_lock(folder, wait=wait, on_wait=on_note):
         return _add(folder, corpus, split_sentences, device, batch_size, chunk, reporter,

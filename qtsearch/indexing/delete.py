@@ -24,7 +24,7 @@ from qtsearch.index import bm25
 from qtsearch.index.compact import keep_rows
 from qtsearch.index.folder import swap_in, working_copy
 from qtsearch.index.integrity import counts, require_whole
-from qtsearch.index.lock import writer_lock
+from qtsearch.index.lock import real_folder, writer_lock
 from qtsearch.index.manifest import compose_manifest, now, read_manifest, write_manifest
 from qtsearch.index.names import INDEX_FILE, META_FILE, PARQUET_FILE
 from qtsearch.index.store import MetadataStore
@@ -58,7 +58,7 @@ def delete_from_index(index_dir: str | os.PathLike, doc_ids: Sequence[str] = (),
     `where` (both given: both must hold), under the writer lock (`wait`, `on_note` as in
     `add_to_index`). Nothing matched: the index stays as it is and `note` says so. Every row
     matched: UsageError, since an index cannot be empty (build a new one instead)."""
-    folder = Path(index_dir)
+    folder = real_folder(index_dir)  # a link: the folder it points to
     if not doc_ids and not where:
         raise UsageError("delete: say which rows: record ids (--doc-id ID; doc_ids over "
                          "HTTP) or a filter (--where COLUMN=VALUE)")

@@ -37,8 +37,8 @@ from qtsearch.encoders.corpus_words import prepare_corpus_words, refines
 from qtsearch.encoders.neural import Encoder
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.index import bm25
-from qtsearch.index.folder import file_checksum, folder_bytes, swap_in
-from qtsearch.index.lock import writer_lock
+from qtsearch.index.folder import file_checksum, folder_bytes, require_writable, swap_in
+from qtsearch.index.lock import real_folder, writer_lock
 from qtsearch.index.manifest import compose_manifest, now, read_manifest, write_manifest
 from qtsearch.index.names import (
     CONFIG_FILE,
@@ -60,6 +60,7 @@ from qtsearch.index.transform import (
 from qtsearch.indexing import shards as shard_files
 from qtsearch.indexing.config import IndexConfig, default_out
 from qtsearch.indexing.index_stage import IndexStage, build_fields, manifest_fields
+from qtsearch.indexing.rerun import built_before
 from qtsearch.indexing.state import PARALLEL_MIN_CPUS, SHARDS, STATE_FILE, BuildState
 from qtsearch.indexing.tokens import shard_inputs
 from qtsearch.text.reader import check_docs, check_format, list_files, read_sentences
@@ -92,6 +93,8 @@ class BuildResult:
     bytes_on_disk: int = 0
     #: a mean model's words this run embedded: tokens, composed (from word pieces), unknown
     words: dict[str, int] | None = None
+    #: the index at `path` was already built by this very command: nothing was done
+    already_built: bool = False
 
 
 def model_spec(encoder: AnyEncoder) -> str:
@@ -115,7 +118,8 @@ class Builder:
         check_format(config.input_format)
         check_docs(config.docs)
         self.config = config
-        self.out = Path(config.out) if config.out else default_out(config.corpus)
+        # a link to an index folder stands for that folder (qtsearch.index.lock.real_folder)
+        self.out = real_folder(config.out if config.out else default_out(config.corpus))
         self.partial = self.out.with_name(self.out.name + ".partial")
         self.shards = self.partial / SHARDS
         self.reporter = reporter or Reporter()
@@ -135,6 +139,7 @@ class Builder:
                 (self.out / MANIFEST).is_file() or not any(self.out.iterdir())):
             raise OutputError(f"{self.out}: exists and is not a qtsearch index; refusing to "
                               f"replace it")
+        require_writable(self.out)  # the old index is deleted once the new one is in place
 
     def _resume_key(self, corpus: list[dict[str, Any]], encoder: AnyEncoder) -> str:
         """What the spooled shards depend on: same key → the shards can be reused."""
@@ -356,6 +361,8 @@ class Builder:
 
     def _run(self) -> BuildResult:
         c = self.config
+        if self.out.exists() and not c.overwrite and (done := built_before(c, self.out)):
+            return BuildResult(self.out, done, [], folder_bytes(self.out), already_built=True)
         self._check_output()
         files = list_files(c.corpus)
         encoder = load_encoder(c.model, device=c.device, precision=c.precision)

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from qtsearch.core.disk import writing
 from qtsearch.text.reader import ARTICLE_FIELDS, Sentence
 
 #: The rows of a shard, in the metadata store's column order (qtsearch.index.store.COLUMNS).
@@ -42,7 +43,8 @@ def write_rows(path: Path, rows: list[Sentence], first_id: int) -> None:
         **{name: [getattr(r, name) for r in rows] for name in ARTICLE_FIELDS},
     }, schema=ROW_SCHEMA)
     tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp)
+    with writing(path, tmp):
+        pq.write_table(table, tmp)
     os.replace(tmp, path)
 
 
@@ -64,7 +66,8 @@ def shard_rows(path: Path) -> int:
 
 def write_npy(path: Path, array: np.ndarray) -> None:
     tmp = path.with_name(path.name + ".tmp.npy")
-    np.save(tmp, array)
+    with writing(path, tmp):  # numpy's short write names neither the file nor the cause
+        np.save(tmp, array)
     os.replace(tmp, path)
 
 

@@ -76,20 +76,17 @@ class Sentence:
 
 
 def list_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """Expand folders (recursively, sorted, text endings only) and check every path exists."""
+    """Expand folders (recursively, sorted, text endings only) and check every path exists and
+    can be read: a folder that cannot be listed or a file that cannot be read is an input
+    error naming it, never a silent gap in the index."""
     files: list[Path] = []
     for raw in paths:
         p = Path(raw)
         if not p.exists():
             raise InputError(f"{p}: no such file or folder")
         if p.is_dir():
-            found = sorted(
-                f
-                for f in p.rglob("*")
-                if f.is_file()
-                and not f.name.startswith(".")
-                and f.name.lower().endswith(TEXT_SUFFIXES + RECORD_SUFFIXES)
-            )
+            found = sorted(f for f in _walk(p) if not f.name.startswith(".")
+                           and f.name.lower().endswith(TEXT_SUFFIXES + RECORD_SUFFIXES))
             if not found:
                 raise InputError(f"{p}: folder holds no text files ({', '.join(TEXT_SUFFIXES)})")
             files.extend(found)
@@ -99,7 +96,25 @@ def list_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
             raise InputError(f"{p}: not a regular file")
     if not files:
         raise InputError("no input files given")
+    for f in files:
+        if not os.access(f, os.R_OK):
+            raise InputError(f"{f}: cannot be read (permission denied)")
     return files
+
+
+def _walk(folder: Path) -> Iterator[Path]:
+    """The regular files under `folder` (and its subfolders, not following links to folders,
+    as `Path.rglob` does); a subfolder that cannot be listed raises InputError naming it."""
+
+    def refuse(error: OSError) -> None:
+        why = "permission denied" if isinstance(error, PermissionError) else error.strerror
+        raise InputError(f"{error.filename}: cannot list this folder of the corpus ({why})")
+
+    for root, _dirs, names in os.walk(folder, onerror=refuse):
+        for name in names:
+            path = Path(root) / name
+            if path.is_file():
+                yield path
 
 
 def _open_binary(path: Path):

@@ -23,20 +23,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cli_helpers import ENV, REPO, cli, one_error_line, sentences, whole
+from cli_helpers import ENV, REPO, cli, no_mounts, one_error_line, sentences, whole
 from serve_fixtures import TOKEN, serving, token_file
 
-
-def _namespaces() -> str | None:
-    """Why private mounts cannot be made here (None: they can)."""
-    if shutil.which("unshare") is None:
-        return "no unshare command"
-    r = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"],
-                       capture_output=True, text=True)
-    return None if r.returncode == 0 else f"cannot mount in a private namespace: {r.stderr}"
-
-
-NO_MOUNTS = _namespaces()
+NO_MOUNTS = no_mounts()
 needs_mounts = pytest.mark.skipif(NO_MOUNTS is not None, reason=str(NO_MOUNTS))
 
 

@@ -192,7 +192,11 @@ def build_index_cmd(
         text_field=text_field)
     result = build_on(engine, config, RayOptions(address, workers, gpus_per_worker),
                       reporter=reporter, wait=None if wait else 0.0)
-    if not quiet:
+    if result.already_built:  # also with --quiet: it says why nothing was done
+        err.print(f"{result.path}: already built from the same corpus files, model and "
+                  "options; nothing to do (--overwrite builds it again)", highlight=False,
+                  soft_wrap=True)
+    elif not quiet:
         out.print(summary_table(result.manifest, result.bytes_on_disk, bool(result.resumed)))
     out.print(f"index of {counted(result.manifest['count'], 'sentence')} → {result.path}")
 
