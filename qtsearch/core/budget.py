@@ -30,15 +30,15 @@ class OverTime(QTSearchError):
 
 @dataclass
 class Budget:
-    """`text`: characters of stored text the request may still read (None: no bound);
-    `seconds`: how long it may run from its start (None: no bound)."""
+    """`chars`: characters of stored text the request may read in all (None: no bound);
+    `seconds`: how long it may run from its start (None: no bound); `advice`: what a refused
+    client can ask for instead."""
 
-    text: int | None = None
+    chars: int | None = None
     seconds: float | None = None
     advice: str = "ask for fewer queries or a smaller k"
 
     def __post_init__(self) -> None:
-        self.limit = self.text
         self.read = 0
         self.deadline = None if self.seconds is None else time.monotonic() + self.seconds
 
@@ -50,9 +50,9 @@ class Budget:
     def charge(self, chars: int) -> None:
         """Count `chars` more characters read; OverBudget (nothing charged) past the limit."""
         self.check_time()
-        if self.limit is not None and self.read + chars > self.limit:
+        if self.chars is not None and self.read + chars > self.chars:
             raise OverBudget(f"request would read {self.read + chars:,} characters of stored "
-                             f"text: at most {self.limit:,} ({self.advice})")
+                             f"text: at most {self.chars:,} ({self.advice})")
         self.read += chars
 
 

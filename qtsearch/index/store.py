@@ -392,10 +392,12 @@ class MetadataStore:
         hits = [(int(i), -float(s)) for i, s in rows]  # FTS5's bm25 is negated: lower = better
         return hits if ranked else sorted(hits, key=lambda h: -h[1])
 
+
 def _charge(conn: Connection, where: str, params: tuple[Any, ...]) -> None:
     """Charge the running request's budget (qtsearch.core.budget) with the text of the rows
-    `where` selects, measured by SQLite before any of it is read into Python; nothing is
-    measured outside a request."""
+    `where` selects, measured by SQLite before any of it is read into Python (SQLite 3.40's
+    length() still loads a long text into its own buffer to count it: once, not the dozen
+    copies a hit, its fold and its JSON make); nothing is measured outside a request."""
     spent = budget.current()
     if spent is not None:
         chars = conn.exec_driver_sql(f"SELECT total(length(text)) FROM sentences "
