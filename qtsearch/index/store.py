@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from qtsearch.core import budget
 from qtsearch.core.disk import writing
 from qtsearch.core.errors import IndexError_, OutputError
 from qtsearch.index.failures import sqlite_failure
@@ -220,19 +221,22 @@ class MetadataStore:
         found: dict[int, dict[str, Any]] = {}
         # one statement and plain tuples: a query's 10-row lookup in well under 0.1 ms
         with self._connect() as conn:
-            for s in range(0, len(wanted), _MAX_IN):
-                chunk = wanted[s : s + _MAX_IN]
-                sql = f"{self._select} WHERE id IN ({', '.join('?' * len(chunk))})"
-                for row in conn.execute(sql, tuple(chunk)):
+            chunks = [wanted[s : s + _MAX_IN] for s in range(0, len(wanted), _MAX_IN)]
+            wheres = [f"id IN ({', '.join('?' * len(chunk))})" for chunk in chunks]
+            for where, chunk in zip(wheres, chunks, strict=True):
+                _charge(conn, where, tuple(chunk))
+            for where, chunk in zip(wheres, chunks, strict=True):
+                for row in conn.execute(f"{self._select} WHERE {where}", tuple(chunk)):
                     found[row[0]] = dict(zip(self.fields, row, strict=True))
         return found
 
     def context(self, doc: int, position: int, window: int) -> list[dict[str, Any]]:
         """The sentences of `doc` within `window` positions of `position`, in order."""
-        sql = (f"{self._select} WHERE doc = ? AND position BETWEEN ? AND ? "
-               "ORDER BY position, id")
+        where, params = "doc = ? AND position BETWEEN ? AND ?", (doc, position - window,
+                                                                   position + window)
         with self._connect() as conn:
-            rows = conn.execute(sql, (doc, position - window, position + window))
+            _charge(conn, where, params)
+            rows = conn.execute(f"{self._select} WHERE {where} ORDER BY position, id", params)
             return [dict(zip(self.fields, r, strict=True)) for r in rows]
 
     def iter_rows(self, chunk: int = _CHUNK) -> Iterator[list[Row]]:
@@ -380,6 +384,19 @@ class MetadataStore:
             rows = conn.execute(sql, (match, *params, k)).fetchall()
         hits = [(int(i), -float(s)) for i, s in rows]  # FTS5's bm25 is negated: lower = better
         return hits if ranked else sorted(hits, key=lambda h: -h[1])
+
+
+def _charge(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> None:
+    """Charge the running request's budget (qtsearch.core.budget) with the text of the rows
+    `where` selects, measured by SQLite before any of it is read into Python (SQLite 3.40's
+    length() still loads a long text into its own buffer to count it: once, not the dozen
+    copies a hit, its fold and its JSON make); nothing is measured outside a request."""
+    spent = budget.current()
+    if spent is not None:
+        chars = conn.execute(f"SELECT total(length(text)) FROM sentences WHERE {where}",
+                             params).fetchone()[0]
+        spent.charge(int(chars or 0))
+
 
 def fts_phrase(word: str) -> str:
     """A word as an FTS5 string: quoted, inner quotes doubled, so no character of user text

@@ -39,7 +39,7 @@ from qtsearch.search.fusion import (
     settings_for,
     with_feedback,
 )
-from qtsearch.search.hits import FETCH_PER_RESULT, UNITS, Hit, Record, Results, fold
+from qtsearch.search.hits import UNITS, Hit, Record, Results, deepen
 from qtsearch.search.lexical import LexicalSearch, stop_words_note
 from qtsearch.search.opening import check_dims, model_for, read_through
 from qtsearch.search.rerank import Reranker
@@ -214,16 +214,8 @@ class Index:
             texts = [sentences] if isinstance(sentences, str) else list(sentences)
             return rerank(texts, self.search(texts, max(k, rerank.depth), mode, where,
                                              by=by), k)
-        fetch = min(self.count, k * FETCH_PER_RESULT[by] + 10)
-        while True:
-            found = self._search(sentences, fetch, mode, where)
-            folded = [fold(results, k, by) for results in found]
-            # a list folded below k while its leg had more to give: fetch deeper (rare: many
-            # copies of one text, or one document's passages filling the list)
-            if fetch >= self.count or all(len(f) >= k or len(r) < fetch
-                                          for f, r in zip(folded, found, strict=True)):
-                return folded
-            fetch = min(self.count, fetch * 4)
+        return deepen(lambda fetch: self._search(sentences, fetch, mode, where), k, by,
+                      self.count)
 
     def _search(self, sentences: str | Sequence[str], k: int, mode: str | None,
                 where: Mapping[str, str | int] | None) -> list[Results]:

@@ -39,6 +39,15 @@ def serve(
     max_results: int = typer.Option(Limits.max_results, min=1,
                                     help="Most results (queries × k) in one /search request "
                                          "(413 above it)."),
+    max_read_chars: int = typer.Option(Limits.max_read_chars, min=1,
+                                       help="Most characters of stored text one request may "
+                                            "read, candidates included (413 above it, before "
+                                            "the answer is built)."),
+    max_response_bytes: int = typer.Option(Limits.max_response_bytes, min=1024,
+                                           help="Largest answer in bytes (413 above it)."),
+    request_timeout: float = typer.Option(Limits.request_timeout, min=0.1,
+                                          help="Seconds of work one request may take (503 "
+                                               "with Retry-After past it)."),
     max_concurrent: int = typer.Option(Limits.max_concurrent, min=1,
                                        help="Requests in progress per worker; beyond, 503 with "
                                             "Retry-After."),
@@ -74,6 +83,8 @@ def serve(
     config = ServeConfig(str(index), device, str(token_file) if token_file else None,
                          Limits(max_k, max_queries, max_body=max_body,
                                 max_add_bytes=max_add_bytes, max_results=max_results,
+                                max_response_bytes=max_response_bytes,
+                                max_read_chars=max_read_chars, request_timeout=request_timeout,
                                 max_concurrent=max_concurrent,
                                 allow_hosts=(*allow_host, host)), rerank=rerank,
                          rerank_depth=rerank_depth)

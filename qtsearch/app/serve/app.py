@@ -8,11 +8,13 @@ the server's thread pool: many requests share one `Index` at once (qtsearch.app.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from qtsearch.app.serve.guards import Guards, check_token
 from qtsearch.app.serve.limits import BodyLimit, HTTPError, Limits, error_body, status_of
 from qtsearch.app.serve.served import ServedIndex
 from qtsearch.app.shell import within
+from qtsearch.core.budget import Budget, spending
 from qtsearch.core.errors import InputError, QTSearchError, UsageError
 from qtsearch.core.version import __version__
 from qtsearch.index.folder import index_info
@@ -43,12 +46,16 @@ from qtsearch.search.defaults import RERANK_DEPTH, TOP_K
 from qtsearch.search.engine import Index
 from qtsearch.search.explain import Explainer
 from qtsearch.search.filters import parse_where
+from qtsearch.search.hits import Record
 from qtsearch.search.rerank import Reranker
 from qtsearch.text.tokenizer import SURROGATE
 
 STATIC = Path(__file__).resolve().parent / "static"
 #: Seconds a 503 (busy) answer asks the client to wait before trying again.
 RETRY_AFTER = "5"
+#: What a request over a budget can ask for instead (qtsearch.app.serve.limits).
+SEARCH_ADVICE = "ask for fewer queries or a smaller k"
+CONTEXT_ADVICE = "ask for a smaller context"
 #: How `qtsearch serve --workers N` hands its settings to the worker processes.
 CONFIG_ENV = "QTSEARCH_SERVE_CONFIG"
 
@@ -177,9 +184,12 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
     reranker = Reranker(config.rerank, config.rerank_depth, config.device) \
         if config.rerank else None
 
+    health_pool = ThreadPoolExecutor(1, thread_name_prefix="qtsearch-health")
+
     @contextlib.asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
         yield
+        health_pool.shutdown()
         served.close()  # the server stopped: no request is left
 
     app = FastAPIOffline(title="qtsearch", version=__version__, redoc_url=None,
@@ -198,15 +208,23 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         if not 1 <= k <= limits.max_k:
             raise UsageError(f"k must be between 1 and {limits.max_k} (got {k})")
 
+    def budget(advice: str = SEARCH_ADVICE) -> contextlib.AbstractContextManager[Budget]:
+        """What one request may read and how long it may work (qtsearch.core.budget)."""
+        return spending(Budget(limits.max_read_chars, limits.request_timeout, advice))
+
+    def sized(size: int, advice: str, at_least: bool = False) -> None:
+        if size > limits.max_response_bytes:
+            raise HTTPError(413, f"answer of {'at least ' if at_least else ''}{size:,} bytes: "
+                                 f"at most {limits.max_response_bytes:,} ({advice})")
+
     def respond(answers: list[Answer], explainer: Explainer | None = None) -> JSONResponse:
         """The CLI's JSON array; 400 when a query failed (the CLI's exit status 3), with the
-        other queries still answered in it."""
+        other queries still answered in it. Its texts alone over the answer budget are
+        refused before the JSON is built."""
+        sized(sum(_text_size(hits or []) for _, hits, _ in answers), SEARCH_ADVICE, True)
         body = [answer_json(*a, explainer) for a in answers]
         response = JSONResponse(body, 400 if any(e for _, _, e in answers) else 200)
-        if len(response.body) > limits.max_response_bytes:
-            raise HTTPError(413, f"answer of {len(response.body):,} bytes: at most "
-                                 f"{limits.max_response_bytes:,} (ask for fewer queries or a "
-                                 "smaller k)")
+        sized(len(response.body), SEARCH_ADVICE)
         return response
 
     def search(queries: list[str | int], k: int, mode: str | None,
@@ -225,7 +243,7 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         if len(queries) * k > limits.max_results:
             raise HTTPError(413, f"{len(queries)} queries × k {k} = {len(queries) * k:,} "
                                  f"results in one request: at most {limits.max_results:,}")
-        with served.use() as idx:
+        with served.use() as idx, budget():
             explainer = Explainer(idx) if explain else None
             if not ids:
                 return respond(answer_queries(idx, [str(q) for q in queries], k, mode, where,
@@ -263,7 +281,7 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
     def analogy(body: AnalogyBody) -> JSONResponse:
         """Sentences D with A : B :: C : D: `qtsearch analogy A B C --json`."""
         check_k(body.k)
-        with served.use() as idx:
+        with served.use() as idx, budget():
             return respond([answer_analogy(idx, body.a, body.b, body.c, body.k,
                                            body.keep_inputs)])
 
@@ -273,12 +291,15 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         document, in order: [{id, text, source, line, doc, position}, ...]."""
         if context > limits.max_context:
             raise UsageError(f"context must be at most {limits.max_context} (got {context})")
-        with served.use() as idx:
+        with served.use() as idx, budget(CONTEXT_ADVICE):
             try:
                 records = idx.context(id, context)
             except InputError as e:
                 raise HTTPError(404, str(e)) from e
-        return JSONResponse([r.to_dict() for r in records])
+        sized(_text_size(records), CONTEXT_ADVICE, True)
+        response = JSONResponse([r.to_dict() for r in records])
+        sized(len(response.body), CONTEXT_ADVICE)
+        return response
 
     @app.get("/info")
     def info() -> JSONResponse:
@@ -287,10 +308,17 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
             return JSONResponse(index_info(idx.path))
 
     @app.get("/health")
-    def health() -> JSONResponse:
+    async def health() -> JSONResponse:
         """200 while the server answers, with the number of sentences it serves."""
-        with served.use() as idx:
-            return JSONResponse({"status": "ok", "sentences": idx.count})
+        # On the event loop, not in the thread pool, where it would queue behind every search
+        # in progress: one stat of the manifest says whether the served index is current.
+        # When the folder changed (an add, maybe by another worker process), the index is
+        # opened again in a thread of its own, so the count is never a stale one.
+        count = served.current_count()
+        if count is None:
+            count = await asyncio.get_running_loop().run_in_executor(health_pool,
+                                                                     served.fresh_count)
+        return JSONResponse({"status": "ok", "sentences": count})
 
     def authorised(request: Request) -> None:
         """Checked before the body is validated: without the token, nothing about it is said."""
@@ -336,6 +364,12 @@ def _as_id(q: str | int) -> int:
         return int(q)
     except ValueError:
         raise UsageError(f"ids: {q!r} is not a sentence id") from None
+
+
+def _text_size(hits: Iterable[Record]) -> int:
+    """Characters of stored text in `hits` and the passages they carry: a lower bound on
+    their JSON's bytes, known before it is built."""
+    return sum(len(h.text) + _text_size(getattr(h, "passages", None) or ()) for h in hits)
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:

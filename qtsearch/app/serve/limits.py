@@ -4,9 +4,10 @@ Every error is `{"error": MESSAGE}` with the message the CLI prints after `qtsea
 and a status that says whose fault it is: 400 a bad request (query, option, filter), 401 no
 token, 403 a wrong token or writing disabled, 404 an unknown sentence id or endpoint, 409 a
 request this index cannot serve (e.g. lexical search without a full-text table, /add or
-/delete on an index the server cannot write), 413 a request too large, 500 the server's own
-failure, 503 busy (another writer holds the index, or too many requests at once), with
-Retry-After.
+/delete on an index the server cannot write), 413 a request too large (its body, its results,
+the stored text it would read, or its answer, each refused before it is built), 500 the
+server's own failure, 503 busy (another writer holds the index, too many requests at once, or
+a request still working at its deadline), with Retry-After.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from qtsearch.core.budget import OverBudget, OverTime
 from qtsearch.core.errors import (
     BusyError,
     DamagedIndex,
@@ -46,6 +48,10 @@ class Limits:
     #: queries × k of one search: 100 queries at k=1000 took 10-42 s of CPU and answered 29 MB
     max_results: int = 10_000
     max_response_bytes: int = 8 << 20  # bytes of one answer's JSON
+    #: characters of stored text one request may read, its candidates included (a search
+    #: reads 2-4 rows per result; folding a row takes about 14 times its text in memory)
+    max_read_chars: int = 16 << 20
+    request_timeout: float = 30.0  # seconds of work for one request; past it, 503
     max_concurrent: int = 64  # requests in progress per worker process; beyond: 503
     header_timeout: float = 10.0  # seconds for a request's head (guards.guarded_protocol)
     body_timeout: float = 30.0  # seconds for a request's body (BodyLimit)
@@ -66,6 +72,10 @@ def status_of(error: QTSearchError) -> int:
     """The HTTP status of a qtsearch error raised while answering a request."""
     if isinstance(error, UsageError | InputError):
         return 400
+    if isinstance(error, OverBudget):
+        return 413
+    if isinstance(error, OverTime):  # busy, or asked too much: retry later, or ask for less
+        return 503
     if isinstance(error, DamagedIndex):  # the index's failure, not the request's
         return 500
     if isinstance(error, IndexError_ | OutputError):  # e.g. /add on a read-only index

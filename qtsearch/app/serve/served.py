@@ -92,6 +92,21 @@ class ServedIndex:
             if done:
                 entry.index.close()
 
+    def current_count(self) -> int | None:
+        """The served index's sentence count when it is the folder's current one (one stat,
+        no lock: cheap enough for the event loop); None when the folder changed since."""
+        entry = self._entry
+        stamp = _stamp(self.path)
+        # mid-swap (no manifest) the index opened before is the one every request gets
+        return entry.index.count if stamp is None or stamp == entry.stamp else None
+
+    def fresh_count(self) -> int:
+        """The sentence count of the folder as it is now (opened again if it changed,
+        waiting for a reopening another thread began)."""
+        self.refresh(wait=True)
+        with self.use() as idx:
+            return idx.count
+
     def refresh(self, wait: bool = False) -> None:
         """Open the folder again if it changed on disk. One thread reopens while the others go
         on answering from the current index (`wait`: block until this thread may check); a
