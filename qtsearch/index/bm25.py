@@ -217,7 +217,7 @@ def keep_rows(folder: Path, keep: np.ndarray) -> int:
 
 def _store_rows(db: Path, first_id: int) -> Iterator[tuple[int, str]]:
     """(id, text) of a metadata store's rows from `first_id` on, in id order, read through a
-    connection of its own (the builder's may be a SQLAlchemy engine mid-transaction)."""
+    connection of its own (the builder's may be mid-transaction)."""
     conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
     try:
         yield from conn.execute("SELECT id, text FROM sentences WHERE id >= ? ORDER BY id",

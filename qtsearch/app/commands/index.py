@@ -19,7 +19,7 @@ from qtsearch.indexing.config import IndexConfig
 from qtsearch.indexing.state import STAGES
 from qtsearch.text.records import PASSAGE_WORDS
 
-# The builders (torch, faiss, SQLAlchemy, numpy) are imported in the commands that run them, so
+# The builders (torch, faiss, numpy) are imported in the commands that run them, so
 # that `qtsearch --help` and every other command start without them. Defaults come from
 # IndexConfig, which (like index.choose) imports none of them.
 

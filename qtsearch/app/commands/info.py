@@ -17,7 +17,7 @@ from rich.text import Text
 from qtsearch.app.commands.common import out, print_json
 from qtsearch.core.errors import ModelError, UsageError
 
-# qtsearch.encoders.nn.folder (torch) and qtsearch.index.folder (SQLAlchemy) are imported where
+# qtsearch.encoders.nn.folder (torch) and qtsearch.index.folder (numpy, faiss) are imported where
 # used, so that the other commands start without them.
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import tomllib
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_metadata_names_a_spdx_licence_whose_texts_exist() -> None:
