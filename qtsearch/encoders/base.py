@@ -1,6 +1,8 @@
-"""What every encoder shares: the `SentenceEncoder` protocol, unit-length rows, and the base of
-the encoders that read a model folder (its vocabulary, token ids, fingerprint and settings),
-with the shipped default model's place."""
+"""What every encoder shares: the protocols (`SentenceEncoder`, what the evaluation reads;
+`IndexEncoder`, what the indexer and the search engine need of any encoder; `TokenEncoder`, of
+one that works on token ids), unit-length rows, and the base of the encoders that read a model
+folder (its vocabulary, token ids, fingerprint and settings), with the shipped default model's
+place."""
 
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ if TYPE_CHECKING:  # torch is imported by the torch encoder itself: numpy encode
     import torch
 
     from qtsearch.core.device import Cpu
+    from qtsearch.encoders.open_vocab import OpenVocab, WordCounts
+    from qtsearch.text.vocab import Vocab
 
 
 @runtime_checkable
@@ -47,6 +51,62 @@ class SentenceEncoder(Protocol):
     ) -> np.ndarray: ...
 
 
+@runtime_checkable
+class EvalEncoder(SentenceEncoder, Protocol):
+    """A `SentenceEncoder` that says how its vectors were made. The evaluation's vector cache
+    keys on where it runs and its autocast dtype (bf16 vectors are not fp32 vectors), and
+    NextSent also scores a Quick-Thoughts vector's two halves apart. The evaluation takes any
+    `SentenceEncoder`: one that is not this (a wrapper in a test) counts as fp32 on the CPU."""
+
+    device: torch.device | Cpu
+    amp: torch.dtype | None  # None: fp32
+    quick_thoughts: bool  # the vector is [f(s); g(s)]
+
+
+@runtime_checkable
+class IndexEncoder(EvalEncoder, Protocol):
+    """What the indexer and the search engine need of any encoder, ours or a baseline."""
+
+    path: str | os.PathLike  # what `load_encoder` takes, written to an index's manifest
+    search: dict[str, Any]  # search settings measured for the model (the engine's defaults)
+
+    def known_words(self, sentence: str) -> int:
+        """How many of the sentence's tokens the model knows (0: the query says nothing)."""
+        ...
+
+    def warm_up(self) -> None: ...
+
+
+@runtime_checkable
+class TokenEncoder(IndexEncoder, Protocol):
+    """An encoder that works on token ids of a vocabulary of its own: the build tokenises
+    once (in worker processes where it can) and embeds the ids, and the search engine reads
+    its words. Runtime checks test every member with `hasattr`, so members are plain
+    attributes or methods, never properties that compute (`tokenises_alongside` would load
+    the CPU batch path on a query)."""
+
+    vocab: Vocab  # an `OpenVocab` where `open_vocab` is set
+    max_len: int
+    #: the open vocabulary (qtsearch.encoders.open_vocab), None for a closed one: it numbers
+    #: new words as it meets them, so its ids mean something only to this process's table
+    open_vocab: OpenVocab | None
+    #: whether a build reports the share of its tokens composed and unknown (`WordCounts`)
+    counts_words: bool
+
+    def token_ids(self, sentence: str) -> list[int]: ...
+
+    def encode_ids(
+        self,
+        ids: Sequence[list[int]],
+        batch_size: int = 512,
+        normalize: bool = False,
+        progress: Callable[[int], None] | None = None,
+        counts: WordCounts | None = None,
+    ) -> np.ndarray: ...
+
+    def tokenises_alongside(self) -> bool: ...
+
+
 def l2_normalize(x: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length in place (all-zero rows stay zero)."""
     x /= np.maximum(np.sqrt(np.einsum("ij,ij->i", x, x))[:, None], 1e-12)
@@ -61,7 +121,11 @@ class BatchEncoder:
     name: str
     dim: int
     fingerprint: str
+    path: str
+    device: torch.device | Cpu
     search: ClassVar[dict[str, Any]] = {}  # search settings: the engine's defaults
+    amp: torch.dtype | None = None  # fp32: a baseline runs as its library loads it
+    quick_thoughts = False
 
     def encode(
         self,
@@ -89,6 +153,10 @@ class BatchEncoder:
         encoder may batch a short call differently)."""
         raise NotImplementedError
 
+    def known_words(self, sentence: str) -> int:
+        """How many of the sentence's tokens the model knows (0: the query says nothing)."""
+        raise NotImplementedError
+
     def warm_up(self) -> None:
         """Get the query path ready ahead of the first query (nothing to do by default: the
         model is loaded by the constructor)."""
@@ -108,6 +176,11 @@ class FolderEncoder:
 
     dim: int
     device: torch.device | Cpu
+    amp: torch.dtype | None = None  # fp32 unless a subclass autocasts
+    quick_thoughts = False
+    #: a closed vocabulary unless a subclass composes words (`TokenEncoder.open_vocab`)
+    open_vocab: OpenVocab | None = None
+    counts_words = False
 
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = Path(path) if path is not None else default_model_path()
@@ -158,12 +231,16 @@ class FolderEncoder:
         batch_size: int = 512,
         normalize: bool = False,
         progress: Callable[[int], None] | None = None,
+        counts: WordCounts | None = None,
     ) -> np.ndarray:
-        """Vectors of token-id lists (the build's path: ids made once, by `token_ids`)."""
+        """Vectors of token-id lists (the build's path: ids made once, by `token_ids`);
+        the tokens are added to `counts` where given (the build's, which owns it: the
+        encoder may serve other builds and queries)."""
         raise NotImplementedError
 
-    #: Whether a thread may tokenise the next input while `encode_ids` runs (the build's).
-    tokenises_alongside = False
+    def tokenises_alongside(self) -> bool:
+        """Whether a thread may tokenise the next input while `encode_ids` runs (the build's)."""
+        return False
 
     def warm_up(self) -> None:
         """Get the query path ready ahead of the first query (nothing to do by default)."""

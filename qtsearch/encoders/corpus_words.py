@@ -38,6 +38,7 @@ import numpy as np
 from qtsearch.core.config import save_tensors
 from qtsearch.core.errors import IndexError_
 from qtsearch.core.sorted_lines import find_line, line_blob
+from qtsearch.encoders.base import TokenEncoder
 
 if TYPE_CHECKING:
     from qtsearch.encoders.mean import MeanEncoder
@@ -66,9 +67,9 @@ def corpus_words_path(folder: str | os.PathLike) -> Path:
     return Path(folder) / CORPUS_WORDS
 
 
-def refines(encoder: Any) -> bool:
+def refines(encoder: object) -> bool:
     """Whether `encoder` composes words (a mean model with a pieces table)."""
-    return getattr(encoder, "open_vocab", None) is not None
+    return isinstance(encoder, TokenEncoder) and encoder.open_vocab is not None
 
 
 def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[list[str]],
@@ -252,19 +253,20 @@ def with_corpus_words(encoder: Any, folder: str | os.PathLike) -> Any:
     _check_dim(encoder, found.dim)
     own = copy.copy(encoder)
     own.open_vocab = own.vocab = encoder.open_vocab.fresh(found)
-    own.counts, own.kept_ids = type(encoder.counts)(), {}
     return own
 
 
 def prepare_corpus_words(encoder: MeanEncoder, folder: str | os.PathLike,
                          shards: Iterable[list[str]],
-                         progress: Callable[[int], None] | None = None) -> int:
+                         progress: Callable[[int], None] | None = None,
+                         keep: dict[int, list[np.ndarray]] | None = None) -> int:
     """The build's step before embedding: fit the corpus words over every shard's texts,
     give them to `encoder` and write them into the (partial) index `folder`; a resumed build
-    reads the file it wrote. How many words."""
+    reads the file it wrote. `keep`: the build's, filled with token ids as `fit_corpus_words`
+    says, for an embedding pass in this process. How many words."""
     found = load_corpus_words(folder)
     if found is None:
-        found = fit_corpus_words(encoder, shards, progress=progress, keep=encoder.kept_ids)
+        found = fit_corpus_words(encoder, shards, progress=progress, keep=keep)
         save_corpus_words(folder, *found, beta=BETA)
     set_corpus_words(encoder, *found)
     return len(found[0])

@@ -41,6 +41,10 @@ CHUNK = 16_384
 class MeanEncoder(FolderEncoder):
     """A mean-of-words model folder on the CPU: `encode(sentences)` gives a float32 matrix."""
 
+    #: a build reports its tokens composed and unknown: counting them costs nothing beside the
+    #: gather of their rows
+    counts_words = True
+
     def __init__(self, path: str | os.PathLike | None = None):
         super().__init__(path)
         if self.cfg.encoder != "mean":
@@ -67,10 +71,6 @@ class MeanEncoder(FolderEncoder):
                 raise ModelError(f"{self.path}: its pieces table is {self.pieces.dim}-d, its "
                                  f"words {self.dim}-d")
             self.vocab = self.open_vocab = OpenVocab(self.vocab, self.pieces, self.table)
-        #: tokens encoded, and how many of them were composed or left <unk> (a build's report)
-        self.counts = WordCounts()
-        #: a build's token ids by shard, from its corpus-words pass (qtsearch.indexing.tokens)
-        self.kept_ids: dict[int, list[np.ndarray]] = {}
 
     def encode_ids(
         self,
@@ -78,9 +78,11 @@ class MeanEncoder(FolderEncoder):
         batch_size: int = 512,
         normalize: bool = False,
         progress: Callable[[int], None] | None = None,
+        counts: WordCounts | None = None,
     ) -> np.ndarray:
         """Mean of each sentence's rows (a sentence has at least one id: <unk> when empty);
-        `progress(n)` after each block of sentences."""
+        `progress(n)` after each block of sentences; the tokens are added to `counts` where
+        given."""
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         sparse = len(ids) >= SPARSE_FROM
         # every row so far, composed ones included (taken after the ids were made: it holds
@@ -98,7 +100,8 @@ class MeanEncoder(FolderEncoder):
                 flat = np.fromiter(chain.from_iterable(block), dtype=np.int64,
                                    count=int(lengths.sum()))
             starts = np.cumsum(lengths) - lengths
-            self.counts.add(flat, len(self.table))
+            if counts is not None:
+                counts.add(flat, len(self.table))
             marks = self._negation_marks(flat, starts) if self.scope else None
             if sparse:
                 out[s : s + step] = self._sparse_mean(whole, flat, lengths, marks)

@@ -23,6 +23,7 @@ from qtsearch.encoders.files import PIECES
 if TYPE_CHECKING:  # numba's paths are imported on first use (see the properties below)
     from qtsearch.encoders.fast.fused import SmallBatchEncoder
     from qtsearch.encoders.fast.stepped import SteppedEncoder
+    from qtsearch.encoders.open_vocab import WordCounts
 
 #: Batches up to this size go through the query path (qtsearch.encoders.fast.fused) on the CPU;
 #: above it torch's batched kernels are faster.
@@ -59,9 +60,12 @@ class Encoder(FolderEncoder):
         batch_size: int = 512,
         normalize: bool = False,
         progress: Callable[[int], None] | None = None,
+        counts: WordCounts | None = None,
     ) -> np.ndarray:
         import torch
 
+        if counts is not None:  # no composed words here: every id is the vocabulary's
+            counts.add(np.fromiter(chain.from_iterable(ids), dtype=np.int64), len(self.vocab))
         small = self._small_batches if len(ids) <= SMALL_BATCH else None
         if small is not None and ids:
             out = small.embed([list(x) for x in ids])
@@ -90,7 +94,6 @@ class Encoder(FolderEncoder):
                     progress(len(rows))
         return out
 
-    @property  # type: ignore[override]
     def tokenises_alongside(self) -> bool:
         """Whether a thread may tokenise the next input while `encode_ids` runs: on a GPU,
         and on the CPU batch path, whose threads never wait for each other within a step

@@ -15,18 +15,26 @@ import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from qtsearch.encoders.base import EvalEncoder
+
+if TYPE_CHECKING:
+    from qtsearch.encoders.base import SentenceEncoder
 
 FORMAT = "v1"  # bump when the file layout changes
 
 
-def encoder_key(encoder: Any) -> str:
-    """What identifies an encoder's vectors: fingerprint, device type, autocast dtype."""
-    device = getattr(getattr(encoder, "device", None), "type", "cpu")
-    amp = str(getattr(encoder, "amp", None) or "fp32").removeprefix("torch.")
-    return f"{encoder.fingerprint}-{device}-{amp}"
+def encoder_key(encoder: SentenceEncoder) -> str:
+    """What identifies an encoder's vectors: fingerprint, device type, autocast dtype (an
+    encoder that does not say, fp32 on the CPU)."""
+    device, amp = "cpu", None
+    if isinstance(encoder, EvalEncoder):
+        device, amp = encoder.device.type, encoder.amp
+    precision = str(amp or "fp32").removeprefix("torch.")
+    return f"{encoder.fingerprint}-{device}-{precision}"
 
 
 class VectorStore:
@@ -36,7 +44,7 @@ class VectorStore:
         self.folder = folder
 
     @classmethod
-    def for_encoder(cls, encoder: Any) -> VectorStore:
+    def for_encoder(cls, encoder: SentenceEncoder) -> VectorStore:
         from qtsearch.core.paths import cache_dir
 
         return cls(cache_dir("eval", encoder_key(encoder)))

@@ -25,16 +25,15 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from qtsearch.core.config import save_config
 from qtsearch.core.errors import IndexError_, InputError, Interrupted, OutputError, UsageError
 from qtsearch.core.progress import Reporter
-from qtsearch.encoders.base import FolderEncoder
+from qtsearch.encoders.base import IndexEncoder, TokenEncoder
 from qtsearch.encoders.corpus_words import prepare_corpus_words, refines
-from qtsearch.encoders.neural import Encoder
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.index import bm25
 from qtsearch.index.folder import file_checksum, folder_bytes, require_writable, swap_in
@@ -62,13 +61,8 @@ from qtsearch.indexing.config import IndexConfig, default_out
 from qtsearch.indexing.index_stage import IndexStage, build_fields, manifest_fields
 from qtsearch.indexing.rerun import built_before
 from qtsearch.indexing.state import PARALLEL_MIN_CPUS, SHARDS, STATE_FILE, BuildState
-from qtsearch.indexing.tokens import shard_inputs
+from qtsearch.indexing.tokens import BuildTokens, shard_inputs
 from qtsearch.text.reader import check_docs, check_format, list_files, read_sentences
-
-if TYPE_CHECKING:
-    from qtsearch.encoders.registry import ExternalEncoder
-
-    AnyEncoder = Encoder | ExternalEncoder
 
 #: Without --split-sentences, a corpus of at least WRAPPED_MIN_LINES lines more than
 #: WRAPPED_SHARE of which run on into the next line (no sentence end, and the next line starts
@@ -97,7 +91,7 @@ class BuildResult:
     already_built: bool = False
 
 
-def model_spec(encoder: AnyEncoder) -> str:
+def model_spec(encoder: IndexEncoder) -> str:
     """What the manifest records for `load_encoder` to reload the model: a model folder's
     absolute path, or an encoder's name (minilm, model2vec, glove)."""
     return encoder.path if isinstance(encoder.path, str) else str(Path(encoder.path).resolve())
@@ -141,7 +135,7 @@ class Builder:
                               f"replace it")
         require_writable(self.out)  # the old index is deleted once the new one is in place
 
-    def _resume_key(self, corpus: list[dict[str, Any]], encoder: AnyEncoder) -> str:
+    def _resume_key(self, corpus: list[dict[str, Any]], encoder: IndexEncoder) -> str:
         """What the spooled shards depend on: same key → the shards can be reused."""
         c = self.config
         basis = {"corpus": [(x["path"], x["sha256"]) for x in corpus],
@@ -191,14 +185,14 @@ class Builder:
         self.state["read"] = {"count": n, "shards": shard}
         self.state.timed("read", t0)
 
-    def _embed(self, encoder: AnyEncoder) -> None:
+    def _embed(self, encoder: IndexEncoder) -> None:
         """Embed every shard not embedded yet. Our own models take the token path (length-sorted
-        batches of token ids, `Encoder.encode_ids`); any other encoder (MiniLM, model2vec,
+        batches of token ids, `TokenEncoder.encode_ids`); any other encoder (MiniLM, model2vec,
         GloVe: only `encode()`) is given each shard's texts.
 
-        Where `Encoder.tokenises_alongside`, the next shard is tokenised meanwhile, by worker
-        processes on every core (qtsearch.indexing.tokens; a thread for small builds): in the
-        main thread tokenising took 29 of the 43 s embedding stage of a 1M-sentence build on
+        Where `TokenEncoder.tokenises_alongside()`, the next shard is tokenised meanwhile, by
+        worker processes on every core (qtsearch.indexing.tokens; a thread for small builds):
+        in the main thread tokenising took 29 of the 43 s embedding stage of a 1M-sentence build on
         an H100, the GPU idle meanwhile, and ~6% of the stage on 2 CPU cores."""
         c = self.config
         t0 = time.perf_counter()
@@ -206,7 +200,8 @@ class Builder:
         done = set(self.state["embedded"])
         already = sum(shard_files.shard_rows(shard_files.rows_path(self.shards, i))
                       for i in done)
-        fast = isinstance(encoder, FolderEncoder)  # ours: token ids
+        fast = isinstance(encoder, TokenEncoder)  # ours: token ids
+        tokens = BuildTokens.for_encoder(encoder)  # this build's: not kept on the encoder
 
         def texts(shard: int) -> list[str]:
             return shard_files.read_texts(shard_files.rows_path(self.shards, shard))
@@ -214,25 +209,25 @@ class Builder:
         todo = [i for i in range(shards) if i not in done]
         if refines(encoder):  # words it composes move towards their passages: a first pass
             with self.reporter.stage("words", count, "sentences") as advance:
-                prepare_corpus_words(encoder, self.partial, map(texts, range(shards)), advance)
-        words = getattr(encoder, "counts", None)  # a mean model's: tokens composed, unknown
-        if words is not None:
-            words.reset()
+                prepare_corpus_words(encoder, self.partial, map(texts, range(shards)), advance,
+                                     keep=tokens.kept)
         with self.reporter.stage("embed", count, "sentences") as advance, shard_inputs(
-                texts, todo, count - already, encoder if fast else None) as inputs:
+                texts, todo, count - already, encoder if fast else None, tokens.kept) as inputs:
             advance(already)
             for i, batch in zip(todo, inputs, strict=True):
-                embed = encoder.encode_ids if fast else encoder.encode
-                vectors = embed(batch, c.batch_size, normalize=True, progress=advance)
+                vectors = (encoder.encode_ids(batch, c.batch_size, normalize=True,
+                                              progress=advance, counts=tokens.counts) if fast
+                           else encoder.encode(batch, c.batch_size, normalize=True,
+                                               progress=advance))
                 shard_files.write_npy(shard_files.emb_path(self.shards, i),
                                       np.asarray(vectors, dtype=np.float32))
                 self.state["embedded"].append(i)
                 self.state.timed("embed", t0)
                 t0 = time.perf_counter()
         self.state.timed("embed", t0)
-        if words is not None and words.tokens:
-            self.words = words.summary()
-            self.reporter.note(words.line())
+        if tokens.counts is not None and tokens.counts.tokens:
+            self.words = tokens.counts.summary()
+            self.reporter.note(tokens.counts.line())
 
     def _vectors(self) -> Iterator[np.ndarray]:
         """The encoder's vectors, shard by shard (memory-mapped)."""
@@ -293,7 +288,7 @@ class Builder:
                 store.to_parquet(self.partial / PARQUET_FILE)
         self.state.timed("metadata", t0)
 
-    def _stages(self, files: list[Path], encoder: AnyEncoder) -> None:
+    def _stages(self, files: list[Path], encoder: IndexEncoder) -> None:
         c = self.config
         with self.reporter:
             if not self.state["read"]:
@@ -325,7 +320,7 @@ class Builder:
                 finally:
                     metadata.result()
 
-    def _manifest(self, encoder: AnyEncoder, corpus: list[dict[str, Any]]) -> dict[str, Any]:
+    def _manifest(self, encoder: IndexEncoder, corpus: list[dict[str, Any]]) -> dict[str, Any]:
         c, info = self.config, self.state["index"]
         return compose_manifest(
             count=self.state["read"]["count"], **manifest_fields(info),

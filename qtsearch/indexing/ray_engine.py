@@ -45,7 +45,7 @@ from qtsearch.indexing.index_stage import IndexStage
 from qtsearch.indexing.pipeline import Builder, BuildResult, IndexConfig, build_index, model_spec
 
 if TYPE_CHECKING:
-    from qtsearch.indexing.pipeline import AnyEncoder
+    from qtsearch.encoders.base import IndexEncoder
 
 ENGINES = ("local", "ray")
 
@@ -195,7 +195,7 @@ class RayBuilder(Builder):
         self.options = options
         self.pool: Pool | None = None
 
-    def _embed(self, encoder: AnyEncoder) -> None:
+    def _embed(self, encoder: IndexEncoder) -> None:
         c = self.config
         t0 = time.perf_counter()
         count, n_shards = self.state["read"]["count"], self.state["read"]["shards"]
@@ -230,7 +230,7 @@ class RayBuilder(Builder):
     def _index_stage(self, count: int, shards: int) -> IndexStage:
         return RayIndexStage(self, count, shards)
 
-    def _manifest(self, encoder: AnyEncoder, corpus: list[dict[str, Any]]) -> dict[str, Any]:
+    def _manifest(self, encoder: IndexEncoder, corpus: list[dict[str, Any]]) -> dict[str, Any]:
         manifest = super()._manifest(encoder, corpus)
         manifest["build"]["engine"] = {"name": "ray", "workers": self.pool.workers,
                                        "cpus_per_worker": self.pool.cpus,

@@ -9,6 +9,9 @@ holds torch's thread pools), import only the tokeniser and the vocabulary, and g
 vocabulary once; they ignore Ctrl-C, which the build handles. The ids are those of
 `token_ids`, the function `Encoder.token_ids` calls, so rows and vectors are the serial
 path's exactly.
+
+What a build learns of its tokens between passes (`BuildTokens`) is the build's own, not the
+encoder's: the encoder may serve other builds and queries meanwhile.
 """
 
 from __future__ import annotations
@@ -20,12 +23,16 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from qtsearch.text.tokenizer import token_ids
 
-if TYPE_CHECKING:  # not imported: the workers import this module, and need neither
-    from qtsearch.encoders.neural import Encoder
+if TYPE_CHECKING:  # not imported: the workers import this module, and need none of them
+    import numpy as np
+
+    from qtsearch.encoders.base import IndexEncoder, TokenEncoder
+    from qtsearch.encoders.open_vocab import WordCounts
     from qtsearch.text.vocab import Vocab
 
 #: Sentences per task: big enough that sending it costs little next to tokenising it (~2 ms a
@@ -37,6 +44,26 @@ MIN_SENTENCES = 20_000
 
 _vocab: Vocab | None = None
 _max_len = 0
+
+
+@dataclass
+class BuildTokens:
+    """A build's state of its tokens, passed to what writes and reads it."""
+
+    #: tokens embedded, and how many were composed or left <unk> (the build's report); None
+    #: where the encoder does not count them (`TokenEncoder.counts_words`)
+    counts: WordCounts | None = None
+    #: token ids by shard from the corpus-words pass (qtsearch.encoders.corpus_words), taken
+    #: by the embedding pass instead of tokenising again
+    kept: dict[int, list[np.ndarray]] = field(default_factory=dict)
+
+    @classmethod
+    def for_encoder(cls, encoder: IndexEncoder) -> BuildTokens:
+        from qtsearch.encoders.base import TokenEncoder
+        from qtsearch.encoders.open_vocab import WordCounts
+
+        counted = isinstance(encoder, TokenEncoder) and encoder.counts_words
+        return cls(WordCounts() if counted else None)
 
 
 def cpus() -> int:
@@ -60,11 +87,13 @@ def workers_for(count: int, device: str) -> int:
 
 @contextmanager
 def shard_inputs(texts_of: Callable[[int], list[str]], shards: list[int], count: int,
-                 encoder: Encoder | None) -> Iterator[Iterator[Any]]:
+                 encoder: TokenEncoder | None,
+                 kept: dict[int, list[np.ndarray]] | None = None) -> Iterator[Iterator[Any]]:
     """What the embed stage encodes, shard by shard: the ids of `encoder` (one of our models)
     or, for an encoder without a vocabulary (encoder None), the texts. `count` sentences in
     all; worker processes tokenise where `workers_for` says, else a thread tokenises the next
-    shard where the encoder allows it (`Encoder.tokenises_alongside`), else this thread.
+    shard where the encoder allows it (`TokenEncoder.tokenises_alongside`), else this thread.
+    `kept`: ids a pass before made (`BuildTokens.kept`), taken out as their shards come.
     Leaving the block stops the workers, also on Ctrl-C."""
     from qtsearch.indexing.shards import one_ahead  # pyarrow: not for the workers
 
@@ -73,22 +102,21 @@ def shard_inputs(texts_of: Callable[[int], list[str]], shards: list[int], count:
         return
     # an open vocabulary (qtsearch.encoders.open_vocab) numbers new words as it meets them: the
     # ids of one process only mean anything to its own table
-    workers = 0 if getattr(encoder, "open_vocab", None) else workers_for(count,
-                                                                         encoder.device.type)
+    workers = 0 if encoder.open_vocab is not None else workers_for(count, encoder.device.type)
     if workers:
         with closing(token_shards(texts_of, shards, encoder.vocab, encoder.max_len,
                                   workers)) as ids:
             yield ids
         return
 
-    kept = getattr(encoder, "kept_ids", {})  # made by a pass before (corpus words): reused
+    kept = {} if kept is None else kept
 
     def ids_of(shard: int) -> list[list[int]]:
         if shard in kept:
             return kept.pop(shard)
         return [encoder.token_ids(t) for t in texts_of(shard)]
 
-    yield one_ahead(ids_of, shards, encoder.tokenises_alongside)
+    yield one_ahead(ids_of, shards, encoder.tokenises_alongside())
 
 
 def token_shards(texts_of: Callable[[int], list[str]], shards: list[int], vocab: Vocab,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from qtsearch.core.errors import InputError, UsageError
+from qtsearch.encoders.base import TokenEncoder
 from qtsearch.text.tokenizer import tokenize
 
 #: A query is "mostly unknown" when more than this share of its words is unknown.
@@ -36,17 +37,17 @@ def unknown_words(encoder: KnowsWords, text: str) -> list[str]:
 
 def vocabulary(encoder: object) -> list[str]:
     """The words of a model with a vocabulary of its own (none for MiniLM's word pieces)."""
-    vocab = getattr(encoder, "vocab", None)
-    return list(getattr(vocab, "words", ()))
+    return list(encoder.vocab.words) if isinstance(encoder, TokenEncoder) else []
 
 
 def composed_words(encoder: object, text: str) -> list[str]:
     """The words of `text` outside the model's table that it composes from word pieces (a
     mean model with an open vocabulary, qtsearch.encoders.pieces; none for any other)."""
-    is_composed = getattr(getattr(encoder, "vocab", None), "is_composed", None)
-    if is_composed is None:
+    open_vocab = encoder.open_vocab if isinstance(encoder, TokenEncoder) else None
+    if open_vocab is None:
         return []
-    return [t for t in tokenize(text) if any(c.isalnum() for c in t) and is_composed(t)]
+    return [t for t in tokenize(text)
+            if any(c.isalnum() for c in t) and open_vocab.is_composed(t)]
 
 
 def composed_note(encoder: object, text: str, mode: str) -> str | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from qtsearch.core.errors import InputError
+from qtsearch.encoders.base import EvalEncoder
 from qtsearch.evaluation.engine import EmbeddingCache, Task, register
 from qtsearch.evaluation.files import sample
 from qtsearch.text.reader import read_sentences
@@ -82,15 +83,13 @@ class NextSentence(Task):
 
     def run(self, embed: EmbeddingCache, tick: Callable[[], None] | None = None
             ) -> dict[str, float]:
-        from qtsearch.encoders.neural import Encoder
-
         vectors = embed(self.pool)
         row = {t: i for i, t in enumerate(self.pool)}
         q = np.asarray([row[a] for a, _ in self.pairs])
         t = np.asarray([row[b] for _, b in self.pairs])
         unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         out = summary(ranks(unit[q], unit, q, t, tick))
-        if isinstance(embed.encoder, Encoder) and embed.encoder.quick_thoughts:  # [f(s); g(s)]
+        if isinstance(embed.encoder, EvalEncoder) and embed.encoder.quick_thoughts:  # [f(s); g(s)]
             half = vectors.shape[1] // 2
             out.update(summary(ranks(vectors[q, :half], vectors[:, half:], q, t, tick), "fg_"))
         out.update(chance=100.0 / (len(self.pool) - 1), candidates=float(len(self.pool)),
