@@ -1,10 +1,9 @@
 """Sentence metadata in SQLite: one row per vector, keyed by the faiss id.
 
-The faiss id of a vector is its row id here, so a search hit maps to its text, source file,
-line, document and position with one primary-key lookup. Plain `sqlite3` with positional
-statements: bulk inserts are one `executemany` in one transaction (1M rows in a few seconds),
-and opening an index for a query imports nothing beyond the standard library.
-The database runs in WAL mode so readers (the query layer) never block on a writer (`add`).
+The faiss id of a vector is its row id here, so a hit maps to its text, source, line, document
+and position with one primary-key lookup. Plain `sqlite3`: bulk inserts are one `executemany`
+in one transaction, and a query imports nothing beyond the standard library. WAL mode: readers
+(the query layer) never block on a writer (`add`).
 """
 
 from __future__ import annotations
@@ -36,12 +35,10 @@ _CREATE_TABLE = (
     "CREATE TABLE sentences (id INTEGER NOT NULL PRIMARY KEY, text TEXT NOT NULL, "
     "source TEXT NOT NULL, line INTEGER, doc INTEGER, position INTEGER, title TEXT, url TEXT, "
     "doc_id TEXT, section TEXT)")
-_CREATE_INDEXES = (
-    "CREATE INDEX IF NOT EXISTS ix_sentences_doc_position ON sentences (doc, position)",
-    # `--where title=…` and `--where doc_id=…` (the id a Wikipedia hit shows) without a scan
-    "CREATE INDEX IF NOT EXISTS ix_sentences_title ON sentences (title)",
-    "CREATE INDEX IF NOT EXISTS ix_sentences_doc_id ON sentences (doc_id)",
-)
+#: `context` by (doc, position); `--where title=…` and `--where doc_id=…` without a scan
+_CREATE_INDEXES = tuple(f"CREATE INDEX IF NOT EXISTS ix_sentences_{name} ON sentences ({cols})"
+                        for name, cols in (("doc_position", "doc, position"),
+                                           ("title", "title"), ("doc_id", "doc_id")))
 _INSERT = f"INSERT INTO sentences ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 #: How much of a read-only database SQLite may map into memory (address space, not RAM).
 _MMAP_BYTES = 1 << 40
@@ -58,10 +55,9 @@ _MAX_IN = 30_000
 
 
 def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
-    # A finished index never changes in place (`add` and rebuilds swap in a new folder), so a
-    # reader opens it immutable: no -wal/-shm files appear beside it, read-only media work,
-    # and its one connection (shared by every thread, see MetadataStore._conn) keeps reading
-    # the file it opened even after a rebuild renamed a new index into its place.
+    # A finished index never changes in place (writers swap in a new folder), so a reader
+    # opens it immutable: no -wal/-shm files beside it, read-only media work, and its one
+    # connection keeps reading the file it opened after a rebuild took its place.
     mode = "ro&immutable=1" if readonly else "rwc"
     conn = sqlite3.connect(f"file:{path.resolve().as_posix()}?mode={mode}", uri=True,
                            check_same_thread=False, isolation_level=None)  # BEGIN is explicit
