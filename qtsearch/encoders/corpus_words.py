@@ -88,7 +88,7 @@ def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[list[str]],
     min_texts = MIN_TEXTS if min_texts is None else min_texts
     from scipy.sparse import csr_matrix
 
-    base = len(encoder.table)
+    base = open_vocab.table.base  # the model's rows: their length, without converting them
     total = np.zeros(encoder.dim, dtype=np.float64)
     count = 0
     sums = np.zeros((0, encoder.dim), dtype=np.float64)  # per composed id - base

@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -153,9 +153,12 @@ def latest_validation(folder: Path) -> dict[str, Any] | None:
 TABLE = "words.weight"
 
 
-def read_tensors(folder: os.PathLike, names: Sequence[str]) -> list[np.ndarray]:
+def read_tensors(folder: os.PathLike, names: Sequence[str],
+                 keep_half: Collection[str] = ()) -> list[np.ndarray]:
     """The named tensors as float32 (stored fp16 or fp32), read alone from the safetensors
-    file (a mean model's word table: `TABLE`)."""
+    file (a mean model's word table: `TABLE`); those named in `keep_half` come back as stored
+    when stored fp16 (half the memory of a float32 copy, for a caller that converts only the
+    rows it reads: a query reads a few of the table's 49k)."""
     import numpy as np
     from safetensors import SafetensorError, safe_open
 
@@ -170,9 +173,23 @@ def read_tensors(folder: os.PathLike, names: Sequence[str]) -> list[np.ndarray]:
             tensors = [fh.get_tensor(n) for n in names]
     except (SafetensorError, OSError, ValueError) as e:
         raise ModelError(f"{weights}: not a valid safetensors file ({e})") from e
-    out = [np.ascontiguousarray(t, dtype=np.float32) for t in tensors]
+    out = [np.ascontiguousarray(t) if n in keep_half and t.dtype == np.float16
+           else np.ascontiguousarray(t, dtype=np.float32) for n, t in zip(names, tensors,
+                                                                          strict=True)]
     for name, t in zip(names, out, strict=True):
-        if not np.isfinite(t).all():  # every vector built from it would be NaN: no hit at all
+        if not _finite(t):  # every vector built from it would be NaN: no hit at all
             raise ModelError(f"{weights}: {name} holds values that are not finite numbers "
                              "(NaN or inf); the model is damaged or its training diverged")
     return out
+
+
+def _finite(t: np.ndarray) -> bool:
+    """Whether every value of `t` is finite, checked a block of rows at a time (fp16 and fp32
+    alike: a value finite in fp16 stays so in fp32) so that the check's boolean array is a
+    block's, not the table's."""
+    import numpy as np
+
+    if t.ndim < 2:
+        return bool(np.isfinite(t).all())
+    step = max(1, (1 << 20) // max(1, t[0].size))
+    return all(np.isfinite(t[i : i + step]).all() for i in range(0, len(t), step))

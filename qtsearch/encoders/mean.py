@@ -10,10 +10,16 @@ model took 0.20 s (median of 3) against torch's embedding bag's 0.34 s and the g
 indexes built with either open with the other. A model with `negation_scope` scales the rows
 of words in a negation's scope by its trained vector and leaves out the cues (the sparse path:
 a second product over the scoped words alone).
+
+The table stays in memory as stored (fp16 for the shipped model: 25 MB, not a 50 MB float32
+copy): a query converts only the rows it gathers, and the whole table is converted once, when
+first needed (`table`: a build's sparse products, a fit). A row converts to the same float32
+values either way, so the vectors are the same.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from itertools import chain
@@ -24,7 +30,7 @@ from qtsearch.core.device import Cpu
 from qtsearch.core.errors import ModelError
 from qtsearch.encoders.base import FolderEncoder, l2_normalize
 from qtsearch.encoders.files import TABLE, read_tensors
-from qtsearch.encoders.open_vocab import OpenVocab, WordCounts
+from qtsearch.encoders.open_vocab import Float32Rows, OpenVocab, WordCounts
 from qtsearch.encoders.pieces import Pieces
 from qtsearch.text.negation import CUE, in_scope
 
@@ -52,11 +58,14 @@ class MeanEncoder(FolderEncoder):
                              f"(encoder {self.cfg.encoder!r})")
         self.device = Cpu()
         names = (TABLE, NEGATED, ROLES) if self.cfg.negation_scope else (TABLE,)
-        self.table, *scope = read_tensors(self.path, names)
-        if self.table.ndim != 2 or self.table.shape[0] != len(self.vocab):
+        rows, *scope = read_tensors(self.path, names, keep_half=(TABLE,))
+        if rows.ndim != 2 or rows.shape[0] != len(self.vocab):
             raise ModelError(f"{self.path}: {TABLE} is not a matrix of {len(self.vocab)} rows, "
                              "one per word")
-        self.dim = int(self.table.shape[1])
+        #: the word table as stored (fp16 or float32): what a query's rows are gathered from
+        self.rows = rows
+        self._whole = Float32Rows(rows)  # shared with the open vocabulary: one conversion
+        self.dim = int(rows.shape[1])
         #: (scale, roles) of negation scopes, or None
         self.scope = tuple(scope) if scope else None
         if self.scope and (self.scope[0].shape != (self.dim,)
@@ -70,7 +79,13 @@ class MeanEncoder(FolderEncoder):
             if self.pieces.dim != self.dim:
                 raise ModelError(f"{self.path}: its pieces table is {self.pieces.dim}-d, its "
                                  f"words {self.dim}-d")
-            self.vocab = self.open_vocab = OpenVocab(self.vocab, self.pieces, self.table)
+            self.vocab = self.open_vocab = OpenVocab(self.vocab, self.pieces, rows,
+                                                     whole=self._whole)
+
+    @functools.cached_property
+    def table(self) -> np.ndarray:
+        """The word table as float32, converted from the stored rows when first asked for."""
+        return self._whole()
 
     def encode_ids(
         self,
@@ -101,12 +116,13 @@ class MeanEncoder(FolderEncoder):
                                    count=int(lengths.sum()))
             starts = np.cumsum(lengths) - lengths
             if counts is not None:
-                counts.add(flat, len(self.table))
+                counts.add(flat, len(self.rows))
             marks = self._negation_marks(flat, starts) if self.scope else None
             if sparse:
                 out[s : s + step] = self._sparse_mean(whole, flat, lengths, marks)
             else:
-                rows = table.take(flat) if table is not None else self.table[flat]
+                rows = (table.take(flat) if table is not None
+                        else self.rows[flat].astype(np.float32, copy=False))
                 if marks is not None:
                     scoped, cue = marks
                     rows[scoped] *= self.scope[0]

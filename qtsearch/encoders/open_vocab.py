@@ -5,6 +5,7 @@ rows (`OpenVocab`), the rows themselves (`GrowingTable`), and what a build count
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -42,17 +43,24 @@ class WordCounts:
 class GrowingTable:
     """A word table with rows appended for composed words. The model's rows are shared, never
     copied (every index an encoder serves has its own table over the same rows); the composed
-    ones go to a buffer that grows four times over when full. `take(ids)` gathers rows from
-    both; `view()` is every row so far as one array (built when asked for after a change, for
-    a build's sparse products; views handed out before stay valid for every id they held)."""
+    ones go to a buffer that grows four times over when full. The model's rows are kept as
+    stored (fp16 for the shipped model): `take(ids)` gathers rows from both, as float32, so a
+    query converts only its words' rows; `view()` is every row so far as one float32 array
+    (the model's from `whole()`, converted once for all; built when asked for after a change,
+    for a build's sparse products; views handed out before stay valid for every id they
+    held)."""
 
     #: Room for composed rows in a new table (a query process composes a few words; a build
     #: of SciFact's 5k abstracts composed ~20k).
     ROOM = 1024
 
-    def __init__(self, table: np.ndarray):
+    def __init__(self, table: np.ndarray, whole: Callable[[], np.ndarray] | None = None):
         self.base = len(table)
+        #: the model's rows as stored (fp16 or float32)
         self.base_rows = table
+        #: the model's rows as one float32 array (the encoder's, converted once for every
+        #: table over the same rows; without one, this table converts them once itself)
+        self.whole = whole if whole is not None else Float32Rows(table)
         self._extra = np.empty((self.ROOM, table.shape[1]), dtype=np.float32)
         self._count = self.base
         self._view: np.ndarray | None = None
@@ -80,7 +88,7 @@ class GrowingTable:
         """The rows of `ids` (a new array)."""
         extra = self._extra  # read once: an append may replace it, keeping every row so far
         if not len(ids) or int(ids.max()) < self.base:
-            return self.base_rows[ids]
+            return self.base_rows[ids].astype(np.float32, copy=False)
         out = np.empty((len(ids), self.base_rows.shape[1]), dtype=np.float32)
         known = ids < self.base
         out[known] = self.base_rows[ids[known]]
@@ -90,11 +98,26 @@ class GrowingTable:
     def view(self) -> np.ndarray:
         view, count = self._view, self._count
         if count == self.base:
-            return self.base_rows
+            return self.whole()
         if view is None or len(view) != count:
-            view = np.concatenate([self.base_rows, self._extra[: count - self.base]])
+            # converted in the copy: the same float32 values as whole()'s, without building it
+            view = np.concatenate([self.base_rows, self._extra[: count - self.base]],
+                                  dtype=np.float32)
             self._view = view
         return view
+
+
+class Float32Rows:
+    """Rows converted to float32 when first asked for, then kept (float32 rows: themselves)."""
+
+    def __init__(self, rows: np.ndarray):
+        self.rows = rows
+        self._whole: np.ndarray | None = None
+
+    def __call__(self) -> np.ndarray:
+        if self._whole is None:  # two threads may both convert: the same values either way
+            self._whole = np.ascontiguousarray(self.rows, dtype=np.float32)
+        return self._whole
 
 
 class StoredRows(Protocol):
@@ -108,14 +131,16 @@ class OpenVocab(Vocab):
     table's rows, its row the composed vector (in `table`); an uncomposable word stays <unk>.
     Lookups are the closed vocabulary's first (a known word, in any casing, keeps its id).
     With `stored` rows, a word that has one gets it instead of its composed row, when first
-    met: as if `set_rows` had given it before any lookup, without reading every row at once."""
+    met: as if `set_rows` had given it before any lookup, without reading every row at once.
+    `table`: the model's rows as stored, `whole`: them as one float32 array (GrowingTable)."""
 
     def __init__(self, vocab: Vocab, pieces: Pieces, table: np.ndarray,
-                 stored: StoredRows | None = None):
+                 stored: StoredRows | None = None,
+                 whole: Callable[[], np.ndarray] | None = None):
         # the closed vocabulary's maps, shared rather than rebuilt (49k words: ~30 ms)
         self.words, self.index, self.folded = vocab.words, vocab.index, vocab.folded
         self.pieces = pieces
-        self.table = GrowingTable(table)
+        self.table = GrowingTable(table, whole)
         #: composed word -> its id (None: no piece of it has a vector)
         self.composed: dict[str, int | None] = {}
         self.stored = stored
@@ -148,7 +173,7 @@ class OpenVocab(Vocab):
         """A copy that has composed nothing yet, with these `stored` rows (none of this
         one's): for an index whose corpus words must not reach another index served by the
         same encoder."""
-        return OpenVocab(self, self.pieces, self.table.base_rows, stored)
+        return OpenVocab(self, self.pieces, self.table.base_rows, stored, self.table.whole)
 
     def set_rows(self, words: list[str], rows: np.ndarray) -> None:
         """Give composed words (lower-cased, as `composed` keys them) these rows: a word

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,46 @@ def test_shipped_model_encodes_identically_after_reload() -> None:
     assert np.array_equal(first.encode(sentences), again.encode(sentences))
     one_by_one = np.stack([first.encode([s])[0] for s in sentences])
     np.testing.assert_allclose(one_by_one, first.encode(sentences), rtol=1e-5, atol=1e-6)
+
+
+def test_a_query_converts_only_its_rows_and_a_build_the_whole_table_once() -> None:
+    """The shipped table stays fp16 in memory: a query's rows are converted as gathered, to
+    the values a float32 copy of the table holds, and a batch's sparse product converts the
+    table once, shared with the open vocabulary and every index's copy of it."""
+    from qtsearch.encoders.mean import SPARSE_FROM, MeanEncoder
+
+    enc = MeanEncoder()
+    assert enc.rows.dtype == np.float16 and enc.open_vocab is not None
+    whole = np.ascontiguousarray(enc.rows, dtype=np.float32)  # what the table was converted to
+    known = ["It rained hard all morning.", "a dog runs"]
+    ids = [enc.token_ids(s) for s in known]
+    # the mean as it was computed on the float32 table: rows summed in order, then divided
+    expected = np.stack([np.add.reduce(whole[i], axis=0) / len(i) for i in ids])
+    assert np.array_equal(enc.encode(known), expected)
+    enc.encode(["keratoconus in the telephone"])  # a composed word: GrowingTable.take
+    assert "table" not in enc.__dict__ and enc.open_vocab.table.whole._whole is None
+    index_vocab = enc.open_vocab.fresh()
+    assert index_vocab.table.base_rows is enc.rows  # shared, not copied
+    enc.encode(known * SPARSE_FROM)  # the sparse path needs the table whole
+    assert enc.table.dtype == np.float32 and np.array_equal(enc.table, whole)
+    assert enc.open_vocab.table.whole() is enc.table is index_vocab.table.whole()
+
+
+def test_a_table_stored_fp16_with_an_inf_in_its_last_row_is_refused(tmp_path: Path) -> None:
+    """Read as stored, the table is still checked whole (block by block) before any use."""
+    from safetensors.numpy import load_file, save_file
+
+    from qtsearch.core.errors import ModelError
+    from qtsearch.encoders.files import TABLE, read_tensors
+
+    model = tmp_path / "model"
+    shutil.copytree(DEFAULT_MODEL, model)
+    tensors = load_file(str(model / "weights.safetensors"))
+    assert tensors[TABLE].dtype == np.float16
+    tensors[TABLE][-1, -1] = np.inf
+    save_file(tensors, str(model / "weights.safetensors"), {"format": "qtsearch-model"})
+    with pytest.raises(ModelError, match="not finite numbers"):
+        read_tensors(model, [TABLE], keep_half=(TABLE,))
 
 
 @pytest.mark.slow
