@@ -26,10 +26,14 @@ MAX_DEEPENING = 16
 #: Passages fetched per result wanted, so that k distinct texts (or documents) remain after
 #: duplicates (and a document's other passages) are folded away.
 FETCH_PER_RESULT = {"passage": 2, "doc": 4}
-#: A row of at most this many words that does not end as a sentence ends is a label, a list
-#: item or a heading kept as text ("Australian Capital Territory", "Notes"): BM25 favours such
-#: short rows, yet they answer nothing.
+#: A row of at most this many words, capitalised as a title and not ended as a sentence ends,
+#: is a label, a list item or a heading kept as text ("Australian Capital Territory", "Notes"):
+#: BM25 favours such short rows, yet they answer nothing. Short rows in lower case are often
+#: what a corpus is made of (captions such as "man on steps", "People are walking") and stay.
 FRAGMENT_WORDS = 3
+#: Words a title leaves in lower case ("Capital of Australia").
+_TITLE_SMALL = frozenset(["a", "an", "and", "at", "by", "for", "in", "of", "on", "or", "the",
+                          "to"])
 #: A row of at most this many words ending in a colon introduces what it does not hold
 #: ("Telephone system:", "Age structure:"); a longer one is a sentence that leads into a list.
 LEAD_IN_WORDS = 6
@@ -40,10 +44,11 @@ def is_fragment(text: str) -> bool:
     """Whether a stored row is a fragment (FRAGMENT_WORDS, LEAD_IN_WORDS) rather than a
     sentence: results rank fragments below every sentence fetched with them."""
     text = text.strip()
-    words = len(text.split())
+    words = text.split()
     if text.endswith(":"):
-        return words <= LEAD_IN_WORDS
-    return words <= FRAGMENT_WORDS and not _SENTENCE_END.search(text)
+        return len(words) <= LEAD_IN_WORDS
+    return (len(words) <= FRAGMENT_WORDS and not _SENTENCE_END.search(text)
+            and all(not w[0].isalpha() or w[0].isupper() or w in _TITLE_SMALL for w in words))
 
 
 @dataclass(frozen=True)
