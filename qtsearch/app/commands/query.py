@@ -64,9 +64,10 @@ RERANK_OPT = typer.Option(None, "--rerank",
                           help="Re-score each query's first hits with a stronger, slower "
                                "encoder: minilm (all-MiniLM-L6-v2, needs the [encoders] "
                                "extra), model2vec, glove or a model folder. Hits are then "
-                               "ordered by its cosine (--json legs: first, rerank). On 2 busy "
-                               "CPU cores MiniLM took 8-13 s to load in each command, then "
-                               "0.4-0.6 s a query at depth 30 (p50; p90 up to 1 s).")
+                               "ordered by its cosine (--json legs: first, rerank). On 2 CPU "
+                               "cores MiniLM took ~9 s to load in each command (shell and "
+                               "serve load it once), then 0.24 s a query at depth 30 (p50; "
+                               "p90 0.37 s), 0.11 s at depth 10 (benchmarks/rerank.py).")
 
 
 def _params(items: list[str] | None) -> dict[str, float]:
