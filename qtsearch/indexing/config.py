@@ -18,7 +18,7 @@ class IndexConfig:
     corpus: list[str]
     model: str | None = None  # None: the shipped default model
     out: str | None = None  # None: indexes/<corpus name>/
-    index: str = "auto"  # auto | flat | sq8 | ivf-pq | hnsw
+    index: str = "auto"  # auto or one of qtsearch.index.names.INDEX_TYPES
     split_sentences: bool = False
     device: str = "auto"  # auto | cpu | cuda (embedding and faiss)
     precision: str = "auto"  # auto | fp32 | bf16 (embedding)

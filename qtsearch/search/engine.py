@@ -47,7 +47,8 @@ from qtsearch.search.words import composed_note, note_for, query_text, unknown_w
 
 log = logging.getLogger("qtsearch")
 MODES = ("hybrid", "semantic", "lexical")
-#: The fusion of the hybrid mode, chosen on paraphrase retrieval (README, "Hybrid search").
+#: The fusion of the hybrid mode, chosen on paraphrase retrieval (docs/searching.md, "Hybrid
+#: search: how the legs are fused").
 DEFAULT_FUSION = "convex"
 #: Queries are encoded one or a few at a time, where bf16 autocast costs more than it saves:
 #: one 19-token sentence took 5.5 ms with bf16 autocast and 1.2 ms in fp32 (tiny GRU, 1 core).

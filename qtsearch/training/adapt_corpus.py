@@ -20,6 +20,7 @@ import numpy as np
 
 from qtsearch.core.errors import InputError, ModelError
 from qtsearch.core.progress import Reporter
+from qtsearch.encoders.corpus_words import BETA  # a new word's start: the build's own
 from qtsearch.encoders.files import read_config
 from qtsearch.encoders.nn.folder import encoder_config
 from qtsearch.text import records
@@ -32,9 +33,6 @@ from qtsearch.training.objectives.pairs import PairSet
 #: Pairs per document for the title and inverse-cloze tasks (the first sentences, which in
 #: abstracts and articles state the topic): more adds steps, not new documents.
 PER_DOC = 4
-#: How far a new word starts from its composed row towards its contexts, in units of that
-#: row's length (the build's corpus words' BETA, chosen there on SciFact and NFCorpus).
-BETA = 4.0
 
 
 @dataclass
