@@ -31,7 +31,7 @@ from qtsearch.core.errors import ModelError
 from qtsearch.encoders.base import FolderEncoder, l2_normalize
 from qtsearch.encoders.files import TABLE, read_tensors
 from qtsearch.encoders.open_vocab import Float32Rows, OpenVocab, WordCounts
-from qtsearch.encoders.pieces import Pieces
+from qtsearch.encoders.pieces import LazyPieces
 from qtsearch.text.negation import CUE, in_scope
 
 #: With negation_scope: the scale of words in a negation's scope, and each word's role.
@@ -73,7 +73,7 @@ class MeanEncoder(FolderEncoder):
             raise ModelError(f"{self.path}: {NEGATED} or {ROLES} has the wrong shape")
         #: the open vocabulary (qtsearch.encoders.pieces) where the folder has a pieces table:
         #: a word outside the table gets a row composed from its word pieces
-        self.pieces = Pieces.load(self.path)
+        self.pieces = LazyPieces.load(self.path)
         self.open_vocab: OpenVocab | None = None
         if self.pieces is not None:
             if self.pieces.dim != self.dim:

@@ -10,7 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
-from qtsearch.encoders.pieces import Pieces
+from qtsearch.encoders.pieces import LazyPieces, Pieces
 from qtsearch.text.vocab import Vocab
 
 
@@ -134,7 +134,7 @@ class OpenVocab(Vocab):
     met: as if `set_rows` had given it before any lookup, without reading every row at once.
     `table`: the model's rows as stored, `whole`: them as one float32 array (GrowingTable)."""
 
-    def __init__(self, vocab: Vocab, pieces: Pieces, table: np.ndarray,
+    def __init__(self, vocab: Vocab, pieces: Pieces | LazyPieces, table: np.ndarray,
                  stored: StoredRows | None = None,
                  whole: Callable[[], np.ndarray] | None = None):
         # the closed vocabulary's maps, shared rather than rebuilt (49k words: ~30 ms)

@@ -82,6 +82,23 @@ def test_a_query_converts_only_its_rows_and_a_build_the_whole_table_once() -> No
     assert enc.open_vocab.table.whole() is enc.table is index_vocab.table.whole()
 
 
+def test_the_pieces_table_is_read_when_a_word_is_first_composed() -> None:
+    """A query of known words never reads the pieces table; the first composed word reads it,
+    and composes as the table read at once does."""
+    from qtsearch.encoders.mean import MeanEncoder
+    from qtsearch.encoders.pieces import Pieces
+
+    enc = MeanEncoder()
+    assert enc.pieces is not None and enc.pieces.dim == enc.dim
+    enc.encode(["It rained hard all morning."])
+    assert enc.pieces._table is None
+    enc.encode(["keratoconus in the telephone"])  # an unknown word: composed from pieces
+    assert enc.pieces._table is not None
+    eager = Pieces.load(DEFAULT_MODEL)
+    assert eager is not None
+    assert np.array_equal(enc.pieces.compose("keratoconus"), eager.compose("keratoconus"))
+
+
 def test_a_table_stored_fp16_with_an_inf_in_its_last_row_is_refused(tmp_path: Path) -> None:
     """Read as stored, the table is still checked whole (block by block) before any use."""
     from safetensors.numpy import load_file, save_file
