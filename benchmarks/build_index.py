@@ -175,7 +175,8 @@ def fts_seconds(index: Path, work: Path) -> float:
     stage runs)."""
     import sqlite3
 
-    from qtsearch.index.store import FTS_TABLE, MetadataStore
+    from qtsearch.index.schema import FTS_TABLE
+    from qtsearch.index.store import MetadataStore
 
     db = work / "fts-check.sqlite"
     shutil.copyfile(index / "meta.sqlite", db)

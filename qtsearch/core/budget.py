@@ -19,6 +19,9 @@ from dataclasses import dataclass
 
 from qtsearch.core.errors import QTSearchError
 
+#: What a refused search can ask for instead (the default advice of a Budget).
+SEARCH_ADVICE = "ask for fewer queries or a smaller k"
+
 
 class OverBudget(QTSearchError):
     """A request would read more stored text than it may (HTTP 413)."""
@@ -36,7 +39,7 @@ class Budget:
 
     chars: int | None = None
     seconds: float | None = None
-    advice: str = "ask for fewer queries or a smaller k"
+    advice: str = SEARCH_ADVICE
 
     def __post_init__(self) -> None:
         self.read = 0

@@ -158,7 +158,7 @@ def read_tensors(folder: os.PathLike, names: Sequence[str],
     """The named tensors as float32 (stored fp16 or fp32), read alone from the safetensors
     file (a mean model's word table: `TABLE`); those named in `keep_half` come back as stored
     when stored fp16 (half the memory of a float32 copy, for a caller that converts only the
-    rows it reads: a query reads a few of the table's 49k)."""
+    rows it reads: a query reads a few)."""
     import numpy as np
     from safetensors import SafetensorError, safe_open
 

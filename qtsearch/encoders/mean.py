@@ -11,7 +11,7 @@ indexes built with either open with the other. A model with `negation_scope` sca
 of words in a negation's scope by its trained vector and leaves out the cues (the sparse path:
 a second product over the scoped words alone).
 
-The table stays in memory as stored (fp16 for the shipped model: 25 MB, not a 50 MB float32
+The table stays in memory as stored (fp16 for the shipped model: half the memory of a float32
 copy): a query converts only the rows it gathers, and the whole table is converted once, when
 first needed (`table`: a build's sparse products, a fit). A row converts to the same float32
 values either way, so the vectors are the same.

@@ -261,8 +261,8 @@ class Pieces:
 class LazyPieces:
     """A folder's pieces table, read when a word is first composed (`compose`; `dim` comes
     from the file's header): a query of words the model knows, most of them, never reads the
-    table and its piece index (13 MB in memory for the shipped model). A damaged table is
-    refused when it is first read, as `Pieces.load` refuses it."""
+    table nor builds its piece index. A damaged table is refused when it is first read, as
+    `Pieces.load` refuses it."""
 
     def __init__(self, folder: Path, dim: int):
         self.folder = folder
@@ -293,7 +293,9 @@ class LazyPieces:
             with self._lock:
                 if self._table is None:
                     table = Pieces.load(self.folder)
-                    assert table is not None  # its file was there when this was made
+                    if table is None:  # removed since the model was opened
+                        raise ModelError(f"{pieces_path(self.folder)}: the pieces table is "
+                                         "gone; open the model again")
                     self._table = table
         return self._table.compose(word)
 

@@ -100,7 +100,7 @@ def copy_failure(work: Path, error: OSError) -> OutputError:
     first = error.args[0][0] if isinstance(error, shutil.Error) and error.args and \
         isinstance(error.args[0], list) and error.args[0] else None
     why = str(first[2]) if first else (error.strerror or str(error))
-    if no_space(error) or "No space left" in why:
+    if no_space(error):  # also a shutil.Error's list of failed files, by its text
         why = NO_SPACE
     return OutputError(f"{work}: cannot make the working copy of the index ({why}); the index "
                        "is unchanged")

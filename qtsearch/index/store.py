@@ -22,32 +22,20 @@ from qtsearch.core import budget
 from qtsearch.core.disk import writing
 from qtsearch.core.errors import IndexError_, OutputError
 from qtsearch.index.failures import sqlite_failure
+from qtsearch.index.schema import (
+    COLUMNS,
+    CREATE_INDEXES,
+    CREATE_TABLE,
+    FTS_CREATE,
+    FTS_TABLE,
+    INSERT,
+    INTEGER_COLUMNS,
+    Row,
+    fts_phrase,
+)
 
-#: One row as given to `insert_many`: (id, text, source, line, doc, position, title, url,
-#: doc_id, section); the last four are a Wikipedia article's metadata (None for other text).
-Row = tuple[int, str, str, int, int, int, str | None, str | None, str | None, str | None]
-COLUMNS = ("id", "text", "source", "line", "doc", "position", "title", "url", "doc_id",
-           "section")
-#: Columns of whole numbers (the others are text).
-INTEGER_COLUMNS = ("id", "line", "doc", "position")
-
-_CREATE_TABLE = (
-    "CREATE TABLE sentences (id INTEGER NOT NULL PRIMARY KEY, text TEXT NOT NULL, "
-    "source TEXT NOT NULL, line INTEGER, doc INTEGER, position INTEGER, title TEXT, url TEXT, "
-    "doc_id TEXT, section TEXT)")
-#: `context` by (doc, position); `--where title=…` and `--where doc_id=…` without a scan
-_CREATE_INDEXES = tuple(f"CREATE INDEX IF NOT EXISTS ix_sentences_{name} ON sentences ({cols})"
-                        for name, cols in (("doc_position", "doc, position"),
-                                           ("title", "title"), ("doc_id", "doc_id")))
-_INSERT = f"INSERT INTO sentences ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 #: How much of a read-only database SQLite may map into memory (address space, not RAM).
 _MMAP_BYTES = 1 << 40
-#: The full-text (FTS5, BM25) table over `sentences.text`, keyed by the same ids as the vectors.
-FTS_TABLE = "sentences_fts"
-#: How FTS5 cuts and stems the texts (and query words: "rained" is searched as "rain").
-FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
-_FTS_CREATE = (f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(text, "
-               f"content='sentences', content_rowid='id', tokenize='{FTS_TOKENIZE}')")
 #: Rows per fetch when streaming the table out (Parquet export): bounded memory.
 _CHUNK = 50_000
 #: SQLite limits bound parameters per statement (32766 in modern builds): chunk `IN (...)`.
@@ -67,6 +55,18 @@ def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
     return conn
+
+
+@contextlib.contextmanager
+def _in_transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One transaction around the block: committed after it, rolled back when it fails."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.commit()
 
 
 class MetadataStore:
@@ -91,16 +91,9 @@ class MetadataStore:
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """The connection inside one transaction: committed after the block, rolled back
-        when it fails (all or nothing)."""
-        with self._connect() as conn:
-            conn.execute("BEGIN")
-            try:
-                yield conn
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
+        """The connection inside one transaction (`_in_transaction`)."""
+        with self._connect() as conn, _in_transaction(conn):
+            yield conn
 
     @contextlib.contextmanager
     def _failures(self) -> Iterator[None]:
@@ -120,13 +113,15 @@ class MetadataStore:
         p = Path(path)
         if p.exists():
             raise OutputError(f"{p}: metadata database already exists")
+        conn = None
         try:
             conn = _connect(p, readonly=False)
-            conn.execute("BEGIN")  # one transaction: never a table without its indexes
-            for statement in (_CREATE_TABLE, *_CREATE_INDEXES):
-                conn.execute(statement)
-            conn.commit()
+            with _in_transaction(conn):  # never a table without its indexes
+                for statement in (CREATE_TABLE, *CREATE_INDEXES):
+                    conn.execute(statement)
         except (sqlite3.Error, OSError) as e:  # an unwritable folder, a full disk
+            if conn is not None:
+                conn.close()
             known = sqlite_failure(p, e)
             if isinstance(known, OutputError):
                 raise known from e
@@ -167,7 +162,7 @@ class MetadataStore:
         with self._transaction() as conn:
             for name in missing:
                 conn.execute(f"ALTER TABLE sentences ADD COLUMN {name} TEXT")
-            for statement in _CREATE_INDEXES:
+            for statement in CREATE_INDEXES:
                 conn.execute(statement)
         self.fields = COLUMNS
         self._select = f"SELECT {', '.join(self.fields)} FROM sentences"
@@ -181,9 +176,9 @@ class MetadataStore:
         data = [r if len(r) == width else (*r, *(None,) * (width - len(r))) for r in rows]
         if not data:
             return 0
-        # executemany with positional tuples: ~3x faster than binding dicts on 1M rows
+        # executemany binds the positional tuples as they are: no dict a row
         with self._transaction() as conn:
-            conn.executemany(_INSERT, data)
+            conn.executemany(INSERT, data)
         return len(data)
 
     def count(self) -> int:
@@ -215,7 +210,7 @@ class MetadataStore:
         """Rows by id (ids not found are simply absent from the result)."""
         wanted = sorted({int(i) for i in ids if int(i) >= 0})
         found: dict[int, dict[str, Any]] = {}
-        # one statement and plain tuples: a query's 10-row lookup in well under 0.1 ms
+        # one statement a chunk, rows read as plain tuples
         with self._connect() as conn:
             chunks = [wanted[s : s + _MAX_IN] for s in range(0, len(wanted), _MAX_IN)]
             wheres = [f"id IN ({', '.join('?' * len(chunk))})" for chunk in chunks]
@@ -279,7 +274,7 @@ class MetadataStore:
         if self.readonly:
             raise OutputError(f"{self.path}: opened read-only, cannot create the FTS table")
         with self._transaction() as conn:
-            conn.execute(_FTS_CREATE)
+            conn.execute(FTS_CREATE)
 
     def fts_fill(self, first_id: int = 0) -> int:
         """Index the texts of the rows with id >= `first_id` (one transaction); returns how
@@ -392,9 +387,3 @@ def _charge(conn: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> No
         chars = conn.execute(f"SELECT total(length(text)) FROM sentences WHERE {where}",
                              params).fetchone()[0]
         spent.charge(int(chars or 0))
-
-
-def fts_phrase(word: str) -> str:
-    """A word as an FTS5 string: quoted, inner quotes doubled, so no character of user text
-    is ever read as query syntax (AND, NEAR, *, ^, column filters, parentheses)."""
-    return '"' + word.replace('"', '""') + '"'

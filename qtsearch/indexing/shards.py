@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from qtsearch.core.disk import writing
 from qtsearch.text.reader import ARTICLE_FIELDS, Sentence
 
-#: The rows of a shard, in the metadata store's column order (qtsearch.index.store.COLUMNS).
+#: The rows of a shard, in the metadata store's column order (qtsearch.index.schema.COLUMNS).
 ROW_SCHEMA = pa.schema([
     ("id", pa.int64()), ("text", pa.string()), ("source", pa.string()),
     ("line", pa.int64()), ("doc", pa.int64()), ("position", pa.int64()),

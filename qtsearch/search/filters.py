@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qtsearch.core.errors import UsageError
-from qtsearch.index.store import INTEGER_COLUMNS
+from qtsearch.index.schema import INTEGER_COLUMNS
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from qtsearch.index.bm25 import Bm25Index
-from qtsearch.index.store import FTS_TOKENIZE, MetadataStore, fts_phrase
+from qtsearch.index.schema import FTS_TOKENIZE, fts_phrase
+from qtsearch.index.store import MetadataStore
 from qtsearch.text.terms import WORD
 
 log = logging.getLogger("qtsearch")

@@ -99,6 +99,20 @@ def test_the_pieces_table_is_read_when_a_word_is_first_composed() -> None:
     assert np.array_equal(enc.pieces.compose("keratoconus"), eager.compose("keratoconus"))
 
 
+def test_a_pieces_table_removed_after_the_model_opened_is_one_model_error(tmp_path: Path
+                                                                           ) -> None:
+    from qtsearch.core.errors import ModelError
+    from qtsearch.encoders.files import PIECES
+    from qtsearch.encoders.mean import MeanEncoder
+
+    folder = tmp_path / "model"
+    shutil.copytree(DEFAULT_MODEL, folder)
+    enc = MeanEncoder(folder)
+    (folder / PIECES).unlink()
+    with pytest.raises(ModelError, match="the pieces table is gone"):
+        enc.encode(["keratoconus"])
+
+
 def test_a_table_stored_fp16_with_an_inf_in_its_last_row_is_refused(tmp_path: Path) -> None:
     """Read as stored, the table is still checked whole (block by block) before any use."""
     from safetensors.numpy import load_file, save_file

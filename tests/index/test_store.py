@@ -131,7 +131,7 @@ def test_bm25_ranks_rows_that_hold_the_words(fts):
 
 @pytest.mark.parametrize("word", ['"', 'a"b', "AND", "*", "NEAR(x", "col:x", "^", ""])
 def test_fts_phrase_quotes_anything(fts, word):
-    from qtsearch.index.store import fts_phrase
+    from qtsearch.index.schema import fts_phrase
 
     assert fts.term_rows(word, 5) == 0
     assert fts.bm25(fts_phrase(word), 5) == []

@@ -30,7 +30,7 @@ from qtsearch.app.serve.guards import Guards, check_token
 from qtsearch.app.serve.limits import BodyLimit, HTTPError, Limits, error_body, status_of
 from qtsearch.app.serve.served import ServedIndex
 from qtsearch.app.shell import within
-from qtsearch.core.budget import Budget, spending
+from qtsearch.core.budget import SEARCH_ADVICE, Budget, spending
 from qtsearch.core.errors import InputError, QTSearchError, UsageError
 from qtsearch.core.version import __version__
 from qtsearch.index.folder import index_info
@@ -51,8 +51,7 @@ from qtsearch.search.rerank import Reranker
 STATIC = Path(__file__).resolve().parent / "static"
 #: Seconds a 503 (busy) answer asks the client to wait before trying again.
 RETRY_AFTER = "5"
-#: What a request over a budget can ask for instead (qtsearch.app.serve.limits).
-SEARCH_ADVICE = "ask for fewer queries or a smaller k"
+#: What a /sentences request over a budget can ask for instead (a search: SEARCH_ADVICE).
 CONTEXT_ADVICE = "ask for a smaller context"
 #: How `qtsearch serve --workers N` hands its settings to the worker processes.
 CONFIG_ENV = "QTSEARCH_SERVE_CONFIG"
