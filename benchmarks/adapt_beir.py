@@ -23,7 +23,7 @@ from pathlib import Path
 from qtsearch.core.errors import InputError
 from qtsearch.evaluation.retrieval import beir
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Index
+from qtsearch.search.engine import Searcher
 
 
 def read_corpus(corpus: Path) -> tuple[list[str], list[str]]:
@@ -62,7 +62,7 @@ def score(folder: Path, split: str, model: str, work: Path) -> dict[str, float]:
                             out=str(out), index="flat", overwrite=True, device="cpu"))
     figures = {"build_s": time.perf_counter() - t0}
     qids = sorted(queries)
-    with Index.open(out, device="cpu") as index:
+    with Searcher.open(out, device="cpu") as index:
         for mode in ("semantic", "hybrid"):
             total = 0.0
             for q in qids:

@@ -3,7 +3,7 @@
 Each task of the relevance benchmark (qtsearch.evaluation.relevance: pool = all sentences of
 the split, queries = sentences with a paraphrase of gold >= 4) is built into an index with
 `build-index`'s code path (cached, shared with `qtsearch bench relevance`) and queried through
-`Index.search` in semantic and lexical mode, and in hybrid mode with each fusion: convex
+`Searcher.search` in semantic and lexical mode, and in hybrid mode with each fusion: convex
 (z-normalised BM25 and cosine over the union of both legs' top 50, BM25 weighted by --weights;
 a lexical-only candidate's cosine read from the index), convex-floor (the same, a missing
 cosine set to the leg's lowest instead) and rrf (reciprocal rank, k = 60). Prints MRR@10,
@@ -17,13 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from qtsearch.core.paths import data_root
 from qtsearch.evaluation.relevance.engine import RelevanceConfig, load_tasks
 from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
 from qtsearch.evaluation.relevance.runner import run_queries
-from qtsearch.search.engine import QUERY_PRECISION, Index
+from qtsearch.search.engine import QUERY_PRECISION, Searcher
 
 #: (label, mode, fusion, whether a lexical-only candidate's cosine is read from the index,
 #: the convex fusion's BM25 weight)
@@ -38,15 +39,15 @@ def systems(weights: tuple[float, ...] = WEIGHTS) -> list[tuple]:
             ("hybrid convex-floor w=0.6", "hybrid", "convex", False, 0.6)]
 
 
-def evaluate(index: Index, task, mode: str, fusion: str | None, exact_cosine: bool,
+def evaluate(index: Searcher, task, mode: str, fusion: str | None, exact_cosine: bool,
              weight: float | None) -> dict:
-    index.fusion = fusion or index.fusion
-    index.lexical_weight = weight if weight is not None else index.lexical_weight
+    settings = replace(index.settings, fusion=fusion or index.settings.fusion,
+                       lexical_weight=index.settings.lexical_weight if weight is None else weight)
     reconstruct = index.backend.reconstruct
     if not exact_cosine:
         index.backend.reconstruct = lambda ids: None  # type: ignore[method-assign]
     try:
-        return run_queries(index, task, mode)
+        return run_queries(index, task, mode, settings=settings)
     finally:
         index.backend.reconstruct = reconstruct  # type: ignore[method-assign]
 
@@ -69,7 +70,7 @@ def main() -> None:
     for task in tasks:
         folder, _ = task_index(task, args.model, encoder.name, encoder_key(encoder),
                                device="cpu")
-        with Index.open(folder, model=encoder, device="cpu") as index:
+        with Searcher.open(folder, model=encoder, device="cpu") as index:
             report[task.name] = {label: evaluate(index, task, *how)
                                  for label, *how in chosen}
         print(f"\n{task.name}: {len(task.queries)} queries, pool {len(task.pool)}",

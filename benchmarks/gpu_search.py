@@ -1,6 +1,6 @@
 """Batched exact search of a flat index on the GPU, against the GPU's own limits.
 
-Opens the index with `Index.open(folder, device="cuda")` (the vectors go to the GPU in fp16),
+Opens the index with `Searcher.open(folder, device="cuda")` (the vectors go to the GPU in fp16),
 then times `gpu_search.search` for batches of stored vectors used as queries, and compares
 queries/s with the two ceilings of exact search: reading all vectors once per batch at the
 measured device memory bandwidth, and the fp16 matmul peak measured on the same GPU. Recall@k
@@ -57,10 +57,10 @@ def main() -> None:
         raise SystemExit("gpu_search: needs a CUDA GPU")
 
     from qtsearch.index.recall import recall_at_k
-    from qtsearch.search.engine import Index
+    from qtsearch.search.engine import Searcher
 
     t = time.perf_counter()
-    index = Index.open(args.index, device="cuda")
+    index = Searcher.open(args.index, device="cuda")
     open_s = time.perf_counter() - t
     from qtsearch.index.gpu import GpuFlatBackend
 

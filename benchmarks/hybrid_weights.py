@@ -1,7 +1,7 @@
 """Which BM25 weight should hybrid search give a model? Every test bed at once, each leg beside.
 
 Three kinds of index, each built with `build-index`'s code path (cached, shared with
-`qtsearch bench relevance` and `bench retrieval`) and searched through `Index.search`:
+`qtsearch bench relevance` and `bench retrieval`) and searched through `Searcher.search`:
 - answer sentences: SQuAD's development articles (questions find the sentence holding their
   answer; MRR@10), `--squad-questions` of them drawn at random;
 - paraphrases: the relevance benchmark's paraphrase tasks (STSB-train, STSB-dev, MSRP, SICK;
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import random
 from collections.abc import Callable
+from dataclasses import replace
 
 from qtsearch.core.paths import data_root
 from qtsearch.encoders.registry import load_encoder
@@ -30,18 +31,19 @@ from qtsearch.evaluation.relevance.runner import run_queries as run_relevance
 from qtsearch.evaluation.retrieval import answers, beir
 from qtsearch.evaluation.retrieval.runner import collection_index
 from qtsearch.evaluation.retrieval.runner import run_queries as run_retrieval
-from qtsearch.search.engine import QUERY_PRECISION, Index
+from qtsearch.search.engine import QUERY_PRECISION, Searcher
+from qtsearch.search.fusion import SearchSettings
 
 PARAPHRASE = ("STSB-train", "STSB-dev", "MSRP", "SICK")
 BEIR = (("scifact", "train"), ("nfcorpus", "dev"))
 
 
-def sweep(index: Index, weights: list[float], score: Callable[[str], float]) -> list[float]:
+def sweep(index: Searcher, weights: list[float],
+          score: Callable[[str, SearchSettings | None], float]) -> list[float]:
     """[semantic, lexical, hybrid at each weight] of one index."""
-    cells = [score("semantic"), score("lexical")]
+    cells = [score("semantic", None), score("lexical", None)]
     for w in weights:
-        index.lexical_weight = w
-        cells.append(score("hybrid"))
+        cells.append(score("hybrid", replace(index.settings, lexical_weight=w)))
     return cells
 
 
@@ -74,17 +76,19 @@ def main() -> None:
                                                                     len(coll.questions)))
         coll.questions = {q: coll.questions[q] for q in drawn}
         folder, _ = collection_index(coll, args.model, encoder.name, fingerprint)
-        with Index.open(folder, model=encoder, device="cpu") as index:
+        with Searcher.open(folder, model=encoder, device="cpu") as index:
             print(row(f"SQuAD dev ({len(drawn)} q, MRR@10)", sweep(
-                index, weights, lambda m: run_retrieval(index, coll, m)["MRR@10"])), flush=True)
+                index, weights, lambda m, s: run_retrieval(index, coll, m, settings=s)["MRR@10"])),
+                flush=True)
     if "paraphrase" not in args.skip:
         config = RelevanceConfig(tasks=list(PARAPHRASE))
         means = [0.0] * (2 + len(weights))
         for task in load_tasks(config, root):
             folder, _ = task_index(task, args.model, encoder.name, fingerprint)
-            with Index.open(folder, model=encoder, device="cpu") as index:
+            with Searcher.open(folder, model=encoder, device="cpu") as index:
                 cells = sweep(index, weights,
-                              lambda m, i=index, t=task: run_relevance(i, t, m)["MRR@10"])
+                              lambda m, s, i=index, t=task:
+                              run_relevance(i, t, m, settings=s)["MRR@10"])
             means = [a + c / len(PARAPHRASE) for a, c in zip(means, cells, strict=True)]
             print(row(f"{task.name} (MRR@10)", cells), flush=True)
         print(row("paraphrase mean", means), flush=True)
@@ -95,9 +99,10 @@ def main() -> None:
         for name, split in BEIR:
             coll = beir.load(root / "beir" / name, split)
             folder, _ = collection_index(coll, args.model, encoder.name, fingerprint)
-            with Index.open(folder, model=encoder, device="cpu") as index:
+            with Searcher.open(folder, model=encoder, device="cpu") as index:
                 print(row(f"{name} {split} (nDCG@10)", sweep(
-                    index, pw, lambda m, i=index, c=coll: run_retrieval(i, c, m)["nDCG@10"])),
+                    index, pw, lambda m, s, i=index, c=coll:
+                    run_retrieval(i, c, m, settings=s)["nDCG@10"])),
                     flush=True)
 
 

@@ -11,9 +11,9 @@ embedding the corpus again. Queries are held-out sentences read after the first 
 `--wikipedia K` the flat index is built from the first K of the 200 WikiExtractor shards of
 ../shared/data/wikipedia as they are (articles, titles, sections: what `qtsearch build-index`
 makes of them) and the queries are sentences of the next shard. Each index is then opened with
-the search engine, `qtsearch.search.engine.Index` (as the CLI and the shell do), and measured:
+the search engine, `qtsearch.search.engine.Searcher` (as the CLI and the shell do), and measured:
 
-- single-query latency, p50 and p95: end to end (what `Index.search([q], k)` costs in the
+- single-query latency, p50 and p95: end to end (what `Searcher.search([q], k)` costs in the
   index's default mode, hybrid where it has its full-text table: encoding + vector search +
   BM25 + SQLite metadata), in each mode (semantic, lexical, hybrid), and faiss search alone;
 - batched throughput (queries/s): all queries in one call, end to end and faiss alone;
@@ -207,10 +207,10 @@ def measure(folder: Path, queries: list[str], truth: Truth, k: int, single: int,
             sweep: bool) -> dict[str, Any]:
     """Latency, throughput and recall of one index folder, opened as the CLI opens it."""
     from qtsearch.index.recall import recall_at_k
-    from qtsearch.search.engine import Index
+    from qtsearch.search.engine import Searcher
 
     t0 = time.perf_counter()
-    idx = Index.open(folder, device="cpu")
+    idx = Searcher.open(folder, device="cpu")
     load_s = time.perf_counter() - t0
     with idx:
         idx.warm_up(wait=True)  # page cache filled, as in a shell after its warm-up
@@ -393,9 +393,9 @@ def main() -> None:
             derive(flat, flat_manifest, folders[t], t)
 
     from qtsearch.index.recall import TIE_EXTRA, Truth
-    from qtsearch.search.engine import Index
+    from qtsearch.search.engine import Searcher
 
-    with Index.open(flat, device="cpu") as exact:
+    with Searcher.open(flat, device="cpu") as exact:
         queries = [q for q in queries if exact.encoder.known_words(q) > 0]
         scores, ids = exact.backend.search(exact.embed(queries), args.k + TIE_EXTRA)
         truth = Truth(ids, scores, args.k)  # tie-aware recall (qtsearch.index.recall)

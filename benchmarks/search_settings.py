@@ -2,7 +2,7 @@
 
 For each relevance task (qtsearch.evaluation.relevance) and each `--fit`, the task's pool is
 built into an index with `build-index`'s code path and that fit, and queried through
-`Index.search` in semantic mode and in hybrid mode at each BM25 weight. What wins is what
+`Searcher.search` in semantic mode and in hybrid mode at each BM25 weight. What wins is what
 `train/ship_model.py --fit … --lexical-weight …` records in a model folder.
 
     python benchmarks/search_settings.py MODEL --fits centre whiten:256 \
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from qtsearch.core.paths import data_root
@@ -21,7 +22,7 @@ from qtsearch.evaluation.relevance.engine import RelevanceConfig, load_tasks
 from qtsearch.evaluation.relevance.indexes import pool_file
 from qtsearch.evaluation.relevance.runner import run_queries
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import QUERY_PRECISION, Index
+from qtsearch.search.engine import QUERY_PRECISION, Searcher
 
 
 def main() -> None:
@@ -41,11 +42,12 @@ def main() -> None:
                 out = Path(tmp) / f"{task.name}-{fit.replace(':', '-')}"
                 build_index(IndexConfig(corpus=[str(pool_file(task))], model=args.model,
                                         out=str(out), device="cpu", fit=fit))
-                with Index.open(out, model=encoder, device="cpu") as index:
+                with Searcher.open(out, model=encoder, device="cpu") as index:
                     cells = [run_queries(index, task, "semantic")["MRR@10"]]
                     for w in args.weights:
-                        index.lexical_weight = w
-                        cells.append(run_queries(index, task, "hybrid")["MRR@10"])
+                        weighted = replace(index.settings, lexical_weight=w)
+                        cells.append(run_queries(index, task, "hybrid",
+                                                 settings=weighted)["MRR@10"])
                 print(f"| {task.name} | {fit} | " + " | ".join(f"{c:.3f}" for c in cells)
                       + " |", flush=True)
 

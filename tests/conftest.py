@@ -143,7 +143,7 @@ def flat(tmp_path_factory: pytest.TempPathFactory, shared_data: Path, tiny_model
 @pytest.fixture(scope="session")
 def api(flat: Path):
     """The flat index opened once through the Python API."""
-    from qtsearch.search.engine import Index
+    from qtsearch.search.engine import Searcher
 
-    with Index.open(flat) as idx:
+    with Searcher.open(flat) as idx:
         yield idx

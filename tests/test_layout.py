@@ -127,6 +127,49 @@ def test_no_module_over_400_lines() -> None:
         assert len(text.splitlines()) <= 400, path
 
 
+def _assigned_attributes(tree: ast.AST) -> Iterator[tuple[ast.Attribute, int]]:
+    """Every attribute an assignment, augmented or annotated, or a setattr call with a literal
+    name sets, with its line."""
+    def targets(node: ast.AST) -> Iterator[ast.AST]:
+        if isinstance(node, ast.Tuple | ast.List):
+            for elt in node.elts:
+                yield from targets(elt)
+        elif isinstance(node, ast.Starred):
+            yield from targets(node.value)
+        else:
+            yield node
+
+    for node in ast.walk(tree):
+        found: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            found = [t for target in node.targets for t in targets(target)]
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            found = [node.target]
+        elif (isinstance(node, ast.Call) and len(node.args) >= 2
+              and (getattr(node.func, "id", None) == "setattr"
+                   or getattr(node.func, "attr", None) == "setattr")
+              and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+            found = [ast.Attribute(node.args[0], node.args[1].value, ast.Store())]
+        for target in found:
+            if isinstance(target, ast.Attribute):
+                yield target, node.lineno
+
+
+def test_search_settings_are_never_assigned_on_an_opened_index() -> None:
+    """An opened index is shared between threads: a search takes other settings as an
+    argument (`settings=`), so nothing outside the search room's own classes sets them."""
+    names = {"fusion", "lexical_weight", "feedback", "settings"}
+    roots = [PACKAGE, PACKAGE.parent / "benchmarks", TESTS]
+    offenders = []
+    for path in sorted(p for root in roots for p in root.rglob("*.py")):
+        own_room = path.is_relative_to(PACKAGE / "search")
+        for target, line in _assigned_attributes(ast.parse(path.read_text(encoding="utf-8"))):
+            by_self = isinstance(target.value, ast.Name) and target.value.id == "self"
+            if target.attr in names and not (own_room and by_self):
+                offenders.append(f"{path}:{line} sets .{target.attr}")
+    assert not offenders, offenders
+
+
 def test_the_architecture_page_lists_every_room() -> None:
     text = ARCHITECTURE.read_text(encoding="utf-8")
     section = text[text.index("## Layout"):text.index("## Development")]

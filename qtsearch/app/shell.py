@@ -22,7 +22,7 @@ from rich.text import Text
 
 from qtsearch.core.errors import QTSearchError, UsageError
 from qtsearch.search.defaults import RERANK_DEPTH, TOP_K
-from qtsearch.search.engine import CONTEXT_WINDOW, MODES, Hit, Index, Record
+from qtsearch.search.engine import CONTEXT_WINDOW, MODES, Hit, Record, Searcher
 from qtsearch.search.explain import Explainer
 from qtsearch.search.filters import parse_where
 from qtsearch.search.hits import UNITS, Results
@@ -189,7 +189,7 @@ class Shell:
     """Reads lines, runs them against `index`, prints tables. Errors print one line and the
     loop goes on; only Ctrl-D or :quit end it."""
 
-    def __init__(self, index: Index, k: int = TOP_K, console: Console | None = None):
+    def __init__(self, index: Searcher, k: int = TOP_K, console: Console | None = None):
         self.index = index
         self.k = k
         self.mode = index.default_mode

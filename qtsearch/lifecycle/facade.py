@@ -29,8 +29,8 @@ from qtsearch.indexing.delete import DeleteResult, delete_from_index
 from qtsearch.indexing.pipeline import build_index
 from qtsearch.lifecycle.inputs import Source, corpus_files
 from qtsearch.search.defaults import TOP_K
-from qtsearch.search.engine import CONTEXT_WINDOW, QUERY_PRECISION
-from qtsearch.search.engine import Index as Searcher
+from qtsearch.search.engine import CONTEXT_WINDOW, QUERY_PRECISION, Searcher
+from qtsearch.search.fusion import SearchSettings
 from qtsearch.search.hits import Record, Results
 from qtsearch.search.rerank import Reranker
 from qtsearch.text.records import RecordFields
@@ -151,27 +151,29 @@ class Index:
 
     def search(self, query: str, k: int = TOP_K, mode: str | None = None,
                where: Where | None = None, rerank: Reranker | None = None,
-               by: str = "passage") -> Results:
+               by: str = "passage", settings: SearchSettings | None = None) -> Results:
         """The `k` best stored passages (`by="doc"`: documents) for `query`, best first.
 
         `mode`: hybrid, semantic or lexical (None: hybrid where the index has a full-text
         table). `where`: metadata filters, column → value, AND-ed. `rerank`: re-score the
-        first hits with another encoder. The Results carry the `query`, and a `note` when
-        most of its words are unknown to the model."""
+        first hits with another encoder. `settings`: this search's fusion settings (None: the
+        index's own, `Index.settings`; `dataclasses.replace` them to change one). The Results
+        carry the `query`, and a `note` when most of its words are unknown to the model."""
         if not isinstance(query, str):
             warnings.warn("Index.search takes one query; search_many takes a list",
                           DeprecationWarning, stacklevel=2)
-            return self.search_many(query, k, mode, where, rerank, by)  # type: ignore[return-value]
-        return self.search_many([query], k, mode, where, rerank, by)[0]
+            return self.search_many(query, k, mode, where, rerank, by,  # type: ignore[return-value]
+                                    settings)
+        return self.search_many([query], k, mode, where, rerank, by, settings)[0]
 
     def search_many(self, queries: Sequence[str], k: int = TOP_K, mode: str | None = None,
                     where: Where | None = None, rerank: Reranker | None = None,
-                    by: str = "passage") -> list[Results]:
+                    by: str = "passage", settings: SearchSettings | None = None) -> list[Results]:
         """`search` for each of `queries` at once (one encoding batch): one Results each."""
         if isinstance(queries, str):
             raise UsageError("Index.search_many takes a list of queries; search takes one")
         queries = list(queries)
-        found = self._searcher.search(queries, k, mode, where, rerank, by)
+        found = self._searcher.search(queries, k, mode, where, rerank, by, settings)
         for query, results in zip(queries, found, strict=True):
             results.query = query
         return found
@@ -210,6 +212,12 @@ class Index:
         """The search mode of `search(mode=None)`: hybrid, or semantic without a full-text
         table."""
         return self._searcher.default_mode
+
+    @property
+    def settings(self) -> SearchSettings:
+        """How `search` ranks unless told otherwise: the fusion, BM25's weight, the semantic
+        leg's feedback and the candidates per leg, resolved for this index's model and rows."""
+        return self._searcher.settings
 
     def __len__(self) -> int:
         return self._searcher.count

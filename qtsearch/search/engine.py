@@ -1,6 +1,6 @@
 """Query an index: nearest sentences to new sentences, to stored sentences, and analogies.
 
-`Index.open(folder)` loads the encoder, the vector backend (qtsearch.index.backend), the fitted
+`Searcher.open(folder)` loads the encoder, the vector backend (qtsearch.index.backend), the fitted
 vector transform when the index has one, and the metadata store once. A search runs in one of
 MODES: `semantic` (vectors: one encoding, one vector search), `lexical` (BM25 over the store's
 full-text table, qtsearch.search.lexical) or `hybrid` (both legs, fused by qtsearch.search.fusion;
@@ -32,9 +32,9 @@ from qtsearch.search.defaults import TOP_K
 from qtsearch.search.explain import Asked, basis_of, weak_cosine
 from qtsearch.search.filters import Filter, make_filter
 from qtsearch.search.fusion import (
-    CANDIDATES,
     LEXICAL_WEIGHT,
     Leg,
+    SearchSettings,
     fuse,
     settings_for,
     with_feedback,
@@ -47,9 +47,6 @@ from qtsearch.search.words import composed_note, note_for, query_text, unknown_w
 
 log = logging.getLogger("qtsearch")
 MODES = ("hybrid", "semantic", "lexical")
-#: The fusion of the hybrid mode, chosen on paraphrase retrieval (docs/searching.md, "Hybrid
-#: search: how the legs are fused").
-DEFAULT_FUSION = "convex"
 #: Queries are encoded one or a few at a time, where bf16 autocast costs more than it saves:
 #: one 19-token sentence took 5.5 ms with bf16 autocast and 1.2 ms in fp32 (tiny GRU, 1 core).
 #: The vectors differ from bf16-built index vectors by ~1e-3 in cosine: harmless for ranking.
@@ -60,7 +57,7 @@ NO_FTS = ("has no full-text table, so it answers semantic search only; rebuild i
           "`qtsearch build-index` to add lexical and hybrid search")
 
 
-class Index:
+class Searcher:
     """An opened index folder: `search`, `search_ids`, `analogy` and `context`, callable from
     many threads at once (`qtsearch serve` shares one between all its requests)."""
 
@@ -79,13 +76,12 @@ class Index:
         self.params = backend.params
         self.set_params(manifest.get("index_params") or {})
         self.default_mode = "hybrid" if lexical is not None else "semantic"
-        self.fusion = DEFAULT_FUSION
         # BM25's weight in the convex fusion: the model's own when its folder records one,
-        # moved towards the passages' weight by the rows' mean length
-        mean_terms = lexical.bm25.avglen if lexical is not None and lexical.bm25 else None
-        settings = settings_for(float(encoder.search.get("lexical_weight", LEXICAL_WEIGHT)),
-                                mean_terms)
-        self.lexical_weight, self.feedback = settings.lexical_weight, settings.feedback
+        # moved towards the passages' weight by the rows' mean length; k1 and b: the files'
+        bm25 = lexical.bm25 if lexical is not None else None
+        self.settings: SearchSettings = settings_for(
+            float(encoder.search.get("lexical_weight", LEXICAL_WEIGHT)),
+            bm25.avglen if bm25 else None, (bm25.k1, bm25.b) if bm25 else None)
         self.weak_cosine = weak_cosine(encoder)  # None: not calibrated for this model
         self._columns = store.columns()
         # made here, not on first use, where concurrent first queries would each make one
@@ -94,7 +90,7 @@ class Index:
     @classmethod
     def open(cls, path: str | os.PathLike, model: str | os.PathLike | Encoder | None = None,
              device: str = "auto", params: dict[str, Any] | None = None,
-             precision: str = QUERY_PRECISION) -> Index:
+             precision: str = QUERY_PRECISION) -> Searcher:
         """Open an index folder with the model it was built with (or `model`, which must be
         that same model: vectors from another model are meaningless against this index).
 
@@ -198,14 +194,16 @@ class Index:
 
     def search(self, sentences: str | Sequence[str], k: int = TOP_K, mode: str | None = None,
                where: Mapping[str, str | int] | None = None,
-               rerank: Reranker | None = None, by: str = "passage") -> list[Results]:
+               rerank: Reranker | None = None, by: str = "passage",
+               settings: SearchSettings | None = None) -> list[Results]:
         """The k best stored sentences (passages) or documents for each query, best first.
 
         `mode`: one of MODES (None: hybrid where the index has a full-text table, else
         semantic). `where`: metadata filters, column -> value, AND-ed (e.g. {"source":
         "emma.txt"}). `rerank`: re-score the first `rerank.depth` hits with its encoder
         (qtsearch.search.rerank). `by`: one of UNITS; "doc" ranks documents by their best
-        passage, each hit then carries the document's other matching `passages`. A text
+        passage, each hit then carries the document's other matching `passages`. `settings`:
+        this search's (None: the index's own, `self.settings`), the others unchanged. A text
         stored more than once is shown once. A query most of whose words the model does not
         know is searched lexically only in hybrid mode, and its Results carry a `note`."""
         if by not in UNITS:
@@ -214,16 +212,17 @@ class Index:
         if rerank is not None:  # the first stage's `depth` best, each text (document) once
             texts = [sentences] if isinstance(sentences, str) else list(sentences)
             return rerank(texts, self.search(texts, max(k, rerank.depth), mode, where,
-                                             by=by), k)
-        return deepen(lambda fetch: self._search(sentences, fetch, mode, where), k, by,
+                                             by=by, settings=settings), k)
+        chosen = self.settings.for_search(settings)
+        return deepen(lambda fetch: self._search(sentences, fetch, mode, where, chosen), k, by,
                       self.count)
 
     def _search(self, sentences: str | Sequence[str], k: int, mode: str | None,
-                where: Mapping[str, str | int] | None) -> list[Results]:
+                where: Mapping[str, str | int] | None, settings: SearchSettings) -> list[Results]:
         mode = self.resolve_mode(mode)
         texts = [query_text(s) for s in ([sentences] if isinstance(sentences, str) else sentences)]
         flt = self.filter_for(where)
-        fetch = max(k, min(CANDIDATES, self.count)) if mode == "hybrid" else k
+        fetch = max(k, min(settings.candidates, self.count)) if mode == "hybrid" else k
         # the lexical leg first (the longer one at 1M): its thread runs beside all that follows
         lexical = self._lexical_legs(texts, fetch, flt, mode) if mode != "semantic" else None
         unknown = [unknown_words(self.encoder, t) if mode != "lexical" else [] for t in texts]
@@ -239,10 +238,10 @@ class Index:
         semantic: dict[int, Leg] = {}
         vectors = self._vectors([texts[i] for i in vector_rows]) if vector_rows else None
         lex: list[Leg] = []
-        if vectors is not None and mode == "hybrid" and self.feedback > 0 and lexical:
+        if vectors is not None and mode == "hybrid" and settings.feedback > 0 and lexical:
             lex = lexical()
             vectors = with_feedback(vectors, [lex[row] for row in vector_rows],
-                                    self.backend.reconstruct, self.feedback)
+                                    self.backend.reconstruct, settings.feedback)
         if vectors is not None:
             scores, ids = self._nearest(vectors, fetch, flt)
             for row, sr, ir in zip(vector_rows, scores, ids, strict=True):
@@ -257,9 +256,9 @@ class Index:
                 ranked.append((lex[row], {"lexical": lex[row]}))
             else:
                 ranked.append(self._fuse(semantic[row], lex[row], fetch,
-                                         vectors[vector_rows.index(row)]))
+                                         vectors[vector_rows.index(row)], settings))
             bases.append(basis_of(ranked[-1][1], {"semantic": semantic.get(row), "lexical":
-                                  lex[row] if lex else None}, self.fusion, self.lexical_weight))
+                                  lex[row] if lex else None}, settings))
         # a query leaning on composed words keeps its semantic leg; its note says so
         return self._hits(ranked, k, Asked(texts, [
             n or (stop_words_note(t, mode) if s else composed_note(self.encoder, t, mode))
@@ -280,14 +279,14 @@ class Index:
             return lambda: legs
         return self._pool.submit(run).result
 
-    def _fuse(self, semantic: Leg, lexical: Leg, fetch: int,
-              q: np.ndarray) -> tuple[Leg, dict[str, Leg]]:
+    def _fuse(self, semantic: Leg, lexical: Leg, fetch: int, q: np.ndarray,
+              settings: SearchSettings) -> tuple[Leg, dict[str, Leg]]:
         def cosine_of(ids: list[int]) -> np.ndarray | None:
             stored = self.backend.reconstruct(np.asarray(ids, dtype=np.int64))
             return None if stored is None else stored @ q
 
-        return fuse(self.fusion, semantic, lexical, len(lexical) < fetch, cosine_of,
-                    self.lexical_weight)
+        return fuse(settings.fusion, semantic, lexical, len(lexical) < fetch, cosine_of,
+                    settings.lexical_weight)
 
     def _hits(self, ranked: list[tuple[Leg, dict[str, Leg]]], k: int | None = None,
               asked: Asked | None = None) -> list[Results]:
@@ -385,7 +384,7 @@ class Index:
             self.lexical.store.close()
         self.store.close()
 
-    def __enter__(self) -> Index:
+    def __enter__(self) -> Searcher:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from qtsearch.encoders.files import DEFAULT_MODEL
-from qtsearch.search.fusion import RRF_K, Leg
+from qtsearch.search.fusion import RRF_K, Leg, SearchSettings
 from qtsearch.search.hits import Basis, Hit, LegBasis, Results, is_fragment
 from qtsearch.search.lexical import LexicalSearch, stop_words_note
 from qtsearch.search.words import composed_words
@@ -49,10 +49,11 @@ def weak_cosine(encoder: object) -> float | None:
     return WEAK_COSINE if shipped else None
 
 
-def basis_of(shown: Mapping[str, Leg], raw: Mapping[str, Leg | None], fusion: str,
-             weight: float) -> Basis:
+def basis_of(shown: Mapping[str, Leg], raw: Mapping[str, Leg | None],
+             settings: SearchSettings) -> Basis:
     """The Basis of one query from the per-leg scores shown with its hits (`shown`: over
-    every fused candidate) and each leg as it came back (`raw`: its own order)."""
+    every fused candidate), each leg as it came back (`raw`: its own order) and the settings
+    the search ran with."""
     legs = {}
     for name, scores in shown.items():
         values = np.array(list(scores.values()), dtype=np.float64)
@@ -61,7 +62,8 @@ def basis_of(shown: Mapping[str, Leg], raw: Mapping[str, Leg | None], fusion: st
                               float(values.mean()) if len(values) else 0.0,
                               float(values.std()) if len(values) else 0.0)
     fused = len(legs) == 2
-    return Basis(legs, fusion if fused else None, weight if fused else None)
+    return Basis(legs, settings.fusion if fused else None,
+                 settings.lexical_weight if fused else None)
 
 
 def no_match_note(text: str, mode: str, filtered: bool) -> str:
@@ -103,7 +105,7 @@ class Asked:
 
 
 class Opened(Protocol):
-    """What an explanation needs of an opened index (qtsearch.search.engine.Index, which
+    """What an explanation needs of an opened index (qtsearch.search.engine.Searcher, which
     imports this module)."""
 
     lexical: LexicalSearch | None

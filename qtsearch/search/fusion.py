@@ -7,19 +7,25 @@ Two methods, measured on paraphrase retrieval (docs/searching.md, "Hybrid search
   lowest score the leg returned (0 for BM25 when the leg returned all its matches).
 - `rrf`: reciprocal-rank fusion, Σ 1 / (k + rank) over the legs (k = 60).
 
-The weight depends on what the index holds (`settings_for`): sentences or passages.
+The weight depends on what the index holds (`settings_for`): sentences or passages. Every
+setting of a search is one `SearchSettings`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 
 from qtsearch.core.errors import UsageError
+from qtsearch.index.bm25 import K1, B
 
 FUSIONS = ("convex", "rrf")
+#: The fusion of the hybrid mode, chosen on paraphrase retrieval (docs/searching.md, "Hybrid
+#: search: how the legs are fused").
+DEFAULT_FUSION = "convex"
 #: Candidates each leg contributes to the fusion.
 CANDIDATES = 50
 LEXICAL_WEIGHT = 0.6
@@ -39,21 +45,70 @@ SENTENCE_TERMS, PASSAGE_TERMS = 20.0, 60.0
 
 
 @dataclass(frozen=True)
-class FusionSettings:
-    """How one index fuses its legs: BM25's weight and the semantic leg's feedback."""
+class SearchSettings:
+    """How a search ranks, every setting in one value: an opened index resolves its own once
+    (`settings_for`), and one search may take another (`dataclasses.replace` of the index's)
+    without changing what any other search, in any thread, sees.
 
-    lexical_weight: float
+    `fusion`: one of FUSIONS. `lexical_weight`: BM25's weight in the convex fusion, 0 to 1.
+    `feedback`: how far the semantic leg's query vector moves towards the lexical leg's first
+    hits (0: not at all). `candidates`: how many hits each leg offers the fusion. `k1`, `b`:
+    BM25's, as the index's BM25 files were built with them. They are build-time settings: the
+    files hold each posting's length-normalised term frequency computed with them
+    (qtsearch.index.bm25), and SQLite's FTS5 ranks with these same values, so a search cannot
+    change them; one that asks for others is refused (`for_search`).
+    """
+
+    fusion: str = DEFAULT_FUSION
+    lexical_weight: float = LEXICAL_WEIGHT
     feedback: float = 0.0
+    candidates: int = CANDIDATES
+    k1: float = K1
+    b: float = B
+
+    def __post_init__(self) -> None:
+        if self.fusion not in FUSIONS:
+            raise UsageError(f"unknown fusion {self.fusion!r}; choose from {', '.join(FUSIONS)}")
+        if not 0.0 <= self.lexical_weight <= 1.0:
+            raise UsageError(f"lexical_weight must be between 0 and 1 (got {self.lexical_weight})")
+        if not self.feedback >= 0.0:
+            raise UsageError(f"feedback must be 0 or more (got {self.feedback})")
+        if isinstance(self.candidates, bool) or not isinstance(self.candidates, int) \
+                or self.candidates < 1:
+            raise UsageError(f"candidates must be a whole number, 1 or more "
+                             f"(got {self.candidates!r})")
+
+    def for_search(self, asked: SearchSettings | None) -> SearchSettings:
+        """The settings one search of an index whose own are these runs with: `asked`, or
+        these for None; refused when `asked` wants BM25 k1 or b other than the index's."""
+        if asked is None:
+            return self
+        if (asked.k1, asked.b) != (self.k1, self.b):
+            raise UsageError(f"BM25 k1 and b are fixed when an index is built (this one: "
+                             f"k1={self.k1:g}, b={self.b:g}); asked k1={asked.k1:g}, "
+                             f"b={asked.b:g}")
+        return asked
 
 
-def settings_for(model_weight: float, mean_terms: float | None) -> FusionSettings:
-    """The fusion of an index whose rows hold `mean_terms` BM25 terms on average (None: not
+def settings_for(model_weight: float, mean_terms: float | None,
+                 bm25: tuple[float, float] | None = None, **overrides: Any) -> SearchSettings:
+    """The settings of an index whose rows hold `mean_terms` BM25 terms on average (None: not
     known, as for an index without BM25 files: treated as sentences), for a model whose own
-    BM25 weight (chosen on sentences) is `model_weight`."""
+    BM25 weight (chosen on sentences) is `model_weight`; `bm25`: the (k1, b) its BM25 files
+    were built with (None: no files; FTS5 ranks with K1 and B). `overrides`: fields of
+    SearchSettings the caller sets, which win over those resolved here."""
+    names = [f.name for f in fields(SearchSettings)]
+    unknown = sorted(set(overrides) - set(names))
+    if unknown:
+        raise UsageError(f"unknown search setting {', '.join(unknown)}; the settings are "
+                         f"{', '.join(names)}")
     span = PASSAGE_TERMS - SENTENCE_TERMS
     share = 0.0 if mean_terms is None else min(1.0, max(0.0, (mean_terms - SENTENCE_TERMS) / span))
-    return FusionSettings(model_weight + share * (PASSAGE_LEXICAL_WEIGHT - model_weight),
-                          share * FEEDBACK)
+    k1, b = bm25 or (K1, B)
+    own = SearchSettings(lexical_weight=model_weight + share * (PASSAGE_LEXICAL_WEIGHT
+                                                                 - model_weight),
+                         feedback=share * FEEDBACK, k1=k1, b=b)
+    return own.for_search(replace(own, **overrides)) if overrides else own
 
 
 def feedback(q: np.ndarray, stored: np.ndarray, weight: float) -> np.ndarray:

@@ -17,7 +17,7 @@ import torch
 from qtsearch.core.errors import ModelError
 from qtsearch.encoders.registry import EXTERNAL_ENCODERS, load_encoder
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Index
+from qtsearch.search.engine import Searcher
 
 SENTENCES = ["The food was delicious.", "The meal was very tasty.",
              "My car broke down on the highway."]
@@ -68,7 +68,7 @@ def test_index_built_with_model2vec_is_searchable(shared_data: Path, tmp_path: P
     result = build_index(IndexConfig(corpus=[str(emma)], model="model2vec", out=str(out),
                                      split_sentences=True, shard_size=4000))
     assert result.manifest["model"]["path"] == "model2vec"
-    with Index.open(out) as index:  # the encoder is found by its name in the manifest
+    with Searcher.open(out) as index:  # the encoder is found by its name in the manifest
         assert index.count > 5000
         probe = index.get([1234])[0].text
         for mode in ("semantic", "hybrid", "lexical"):

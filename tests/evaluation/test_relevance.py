@@ -25,7 +25,7 @@ from qtsearch.evaluation.relevance.runner import (
     run_benchmark,
     run_queries,
 )
-from qtsearch.search.engine import MODES, Index
+from qtsearch.search.engine import MODES, Searcher
 
 
 @pytest.fixture(autouse=True)
@@ -131,7 +131,7 @@ def test_metrics_equal_brute_force_on_a_small_pool(shared_data: Path) -> None:
     glove = load_encoder("glove")
     folder, built = task_index(task, "glove", glove.name, glove.fingerprint)
     assert built
-    with Index.open(folder) as index:
+    with Searcher.open(folder) as index:
         got = run_queries(index, task, "semantic")
         stored = index.backend.reconstruct(np.arange(index.count))
         queries = index.embed([task.pool[q.row] for q in task.queries])

@@ -20,7 +20,7 @@ from qtsearch.index.store import MetadataStore
 from qtsearch.indexing.append import add_to_index
 from qtsearch.indexing.derive import build_from_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Index
+from qtsearch.search.engine import Searcher
 from qtsearch.search.lexical import LexicalSearch
 
 K1, B = 1.2, 0.75
@@ -129,7 +129,7 @@ def test_stop_words_do_not_decide_a_hit():
     assert analyzer.terms("Café CAFE café") == ["cafe", "cafe", "cafe"]
 
 
-# -- through build-index, add and Index.search -----------------------------------------------
+# -- through build-index, add and Searcher.search -----------------------------------------------
 
 def store_terms(folder: Path) -> dict[int, list[str]]:
     analyzer = bm25.Analyzer()
@@ -140,7 +140,7 @@ def store_terms(folder: Path) -> dict[int, list[str]]:
         conn.close()
 
 
-def lexical(idx: Index, q: str, k: int, where: dict | None = None) -> list[tuple[int, float]]:
+def lexical(idx: Searcher, q: str, k: int, where: dict | None = None) -> list[tuple[int, float]]:
     return [(h.id, h.score) for h in idx.search(q, k, mode="lexical", where=where)[0]]
 
 
@@ -157,7 +157,7 @@ def scifact_index(scifact, tiny_model, tmp_path_factory) -> Path:
 
 def test_index_search_is_exact_bm25_and_add_keeps_it(scifact, scifact_index, tmp_path):
     texts, queries = scifact
-    with Index.open(scifact_index) as idx:
+    with Searcher.open(scifact_index) as idx:
         assert idx.lexical is not None and idx.lexical.bm25 is not None
         ref = Reference(store_terms(scifact_index))
         for q in queries[:20]:
@@ -165,7 +165,7 @@ def test_index_search_is_exact_bm25_and_add_keeps_it(scifact, scifact_index, tmp
     more = tmp_path / "more.txt"
     more.write_text("\n".join(texts[1500:2300]) + "\n", encoding="utf-8")
     add_to_index(scifact_index, [str(more)], device="cpu")
-    with Index.open(scifact_index) as idx:
+    with Searcher.open(scifact_index) as idx:
         assert idx.lexical is not None and idx.lexical.bm25 is not None
         assert idx.lexical.bm25.count == idx.count == 2300
         ref = Reference(store_terms(scifact_index))
@@ -188,7 +188,7 @@ def test_an_index_without_the_files_searches_its_full_text_table(scifact, scifac
     manifest["files"] = {name: v for name, v in manifest.get("files", {}).items()
                          if not name.startswith(bm25.FOLDER + "/")}
     (old / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    with Index.open(old) as idx:
+    with Searcher.open(old) as idx:
         assert idx.lexical is not None and idx.lexical.bm25 is None
         hits = idx.search("glaucoma", 5, mode="lexical")[0]
         assert hits and all("glaucoma" in h.text.lower() for h in hits)
@@ -196,7 +196,7 @@ def test_an_index_without_the_files_searches_its_full_text_table(scifact, scifac
     more = tmp_path / "later.txt"
     more.write_text("\n".join(texts[4000:4100]) + "\n", encoding="utf-8")
     add_to_index(old, [str(more)], device="cpu")
-    with Index.open(old) as idx:
+    with Searcher.open(old) as idx:
         assert idx.lexical is not None and idx.lexical.bm25 is not None
         assert idx.lexical.bm25.count == idx.count
         ref = Reference(store_terms(old))
@@ -209,7 +209,7 @@ def test_a_derived_index_gets_the_same_files(scifact_index, tmp_path):
     for name in ("rows.npy", "weights.npy", "terms.txt"):
         assert (result.path / bm25.FOLDER / name).read_bytes() == \
             (scifact_index / bm25.FOLDER / name).read_bytes()
-    with Index.open(result.path) as idx:
+    with Searcher.open(result.path) as idx:
         assert idx.lexical is not None and idx.lexical.bm25 is not None
         assert idx.lexical.bm25.count == idx.count
 
@@ -231,7 +231,7 @@ def test_wikipedia_lexical_answers_every_query_with_a_matching_word(shared_data,
     # mean GloVe vectors: the fastest real encoder, and the lexical leg does not use them
     build_index(IndexConfig(corpus=[str(shared_data / "wikipedia")], model="glove",
                             out=str(out), index="flat", device="cpu"))
-    with Index.open(out) as idx:
+    with Searcher.open(out) as idx:
         assert idx.count >= 500_000
         assert idx.lexical is not None and idx.lexical.bm25 is not None
         for q in QUESTIONS:

@@ -19,7 +19,7 @@ from qtsearch.index.recall import exact_neighbours, recall_at_k
 from qtsearch.index.store import MetadataStore
 from qtsearch.indexing.append import add_to_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Index
+from qtsearch.search.engine import Searcher
 
 #: Real sentences of the corpus, repeated in a third document (sentences a mean-of-words model
 #: or any model maps to one vector: the same text).
@@ -62,7 +62,7 @@ def test_copies_share_a_node_and_every_copy_is_found(pair):
     assert fold is not None and fold.rows == rows == m["count"]
     assert m["build"]["graph_nodes"] == fold.nodes <= rows - len(REPEATED) * (COPIES - 1)
     assert not (flat / FOLD_FILE).exists()  # only graphs fold
-    with Index.open(hnsw) as idx:
+    with Searcher.open(hnsw) as idx:
         assert idx.count == rows
         for sentence in REPEATED:
             # vectors, not search: search shows a text once
@@ -77,7 +77,7 @@ def test_search_equals_brute_force(pair):
     """Top-10 scores per query equal the flat index's; recall counts any copy of a tied
     vector (the fold's nodes); filtered searches equal brute force exactly."""
     hnsw, flat = pair
-    with Index.open(hnsw) as h, Index.open(flat) as f:
+    with Searcher.open(hnsw) as h, Searcher.open(flat) as f:
         x = f.backend.reconstruct(np.arange(f.count))
         queries = x[np.random.default_rng(3).choice(len(x), 200, replace=False)]
         truth = exact_neighbours(queries, iter([x]), 10)
@@ -112,7 +112,7 @@ def test_add_folds_copies_of_held_vectors(pair, tmp_path):
     with MetadataStore.open(folder / "meta.sqlite") as store:
         assert store.count() == after.rows == FaissBackend.open(folder / "index.faiss").ntotal
         assert store.get([first])[first]["text"] == REPEATED[0]
-    with Index.open(folder) as idx:
+    with Searcher.open(folder) as idx:
         hits = idx.search_vectors(idx.embed(
             ["A sentence never seen before in this corpus, about rivers."]), 2)[0]
         assert sorted(h.id for h in hits) == [before.rows + 1, before.rows + 2]
@@ -167,7 +167,7 @@ def test_a_graph_without_a_fold_opens_and_adds_one_node_per_sentence(shared_data
     assert fold is not None and fold.nodes == fold.rows  # no copies: nothing was folded
     (folder / FOLD_FILE).unlink()
     _unrecord(folder)  # an index from before folding had no record of file checksums either
-    with Index.open(folder) as idx:
+    with Searcher.open(folder) as idx:
         rows = idx.count
         assert idx.backend.fold is None
         top = idx.search(REPEATED[1], k=1, mode="semantic")[0][0]
@@ -177,7 +177,7 @@ def test_a_graph_without_a_fold_opens_and_adds_one_node_per_sentence(shared_data
     assert not (folder / FOLD_FILE).exists()
     backend = FaissBackend.open(folder / "index.faiss")
     assert backend.ntotal == int(backend.index.ntotal) == rows + 2
-    with Index.open(folder) as idx:  # vectors, not search: search shows a text once
+    with Searcher.open(folder) as idx:  # vectors, not search: search shows a text once
         found = {h.id for h in idx.search_vectors(idx.embed([top.text]), 3)[0]}
     assert found == {top.id, rows, rows + 1}  # the sentence and its two copies
 
@@ -192,10 +192,10 @@ def test_a_damaged_or_foreign_fold_is_one_clear_error(pair, tmp_path):
     (folder / FOLD_FILE).write_bytes(b"not a safetensors file")
     with pytest.raises(IndexError_, match=r"fold\.safetensors: 22 bytes where the manifest "
                                           r"records"):
-        Index.open(folder)  # the size check of every open (qtsearch.index.integrity)
+        Searcher.open(folder)  # the size check of every open (qtsearch.index.integrity)
     _unrecord(folder)  # without the record, the fold's own reader says what is wrong
     with pytest.raises(IndexError_, match="corrupt or unreadable fold"):
-        Index.open(folder)
+        Searcher.open(folder)
     Fold(np.zeros(10, np.int64)).save(folder)  # another index's fold: 1 node, not thousands
     with pytest.raises(IndexError_, match="does not match the index"):
-        Index.open(folder)
+        Searcher.open(folder)

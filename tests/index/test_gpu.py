@@ -15,7 +15,7 @@ from qtsearch.index import open_faiss_index
 from qtsearch.index.faiss_backend import FaissBuilder, flat_vectors
 from qtsearch.index.gpu import FlatSearch, GpuFlatBackend, assign_numpy, spherical_kmeans
 from qtsearch.index.recall import recall_at_k
-from qtsearch.search.engine import Index
+from qtsearch.search.engine import Searcher
 
 CPU = torch.device("cpu")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -108,7 +108,7 @@ def test_flat_search_on_gpu_matches_faiss(vectors):
 @pytest.mark.cuda
 @needs_cuda
 def test_index_open_on_cuda_searches_on_the_gpu(flat):
-    with Index.open(flat, device="cuda") as gpu, Index.open(flat, device="cpu") as cpu:
+    with Searcher.open(flat, device="cuda") as gpu, Searcher.open(flat, device="cpu") as cpu:
         assert isinstance(gpu.backend, GpuFlatBackend)
         assert not isinstance(cpu.backend, GpuFlatBackend)
         query = "She was very fond of her father."

@@ -27,7 +27,7 @@ from qtsearch.index.transform import (
 from qtsearch.indexing.append import add_to_index
 from qtsearch.indexing.derive import build_from_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Index
+from qtsearch.search.engine import Searcher
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,7 @@ def test_build_stores_transformed_vectors_and_the_query_matches(built, tiny_mode
     encoder = load_encoder(tiny_model, device="cpu", precision="fp32")
     expected = t.apply(encoder.encode(texts, normalize=True))
     np.testing.assert_allclose(stored, expected, atol=1e-3)
-    with Index.open(folder, device="cpu") as index:
+    with Searcher.open(folder, device="cpu") as index:
         query = index.embed(texts)
         np.testing.assert_allclose(query, stored, atol=1e-3)
         assert np.all(np.einsum("ij,ij->i", query, stored) > 0.9999)
@@ -196,7 +196,7 @@ def test_an_index_from_before_transforms_and_full_text_still_opens(corpus, tiny_
     i = 40
     text = _texts(folder, [i])[0]
     assert len(text.split()) >= 8
-    with Index.open(folder, device="cpu") as index:
+    with Searcher.open(folder, device="cpu") as index:
         assert index.transform is None
         np.testing.assert_allclose(index.embed([text]), _stored(folder, [i]), atol=1e-4)
         hits = index.search([text], k=1, mode="semantic")[0]

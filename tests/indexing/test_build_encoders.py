@@ -1,6 +1,6 @@
 """The build pipeline embeds with any encoder that only has `encode()` (here mean GloVe, by its
 name): the index holds that encoder's vectors (through the fitted transform), the manifest names
-it so `add` and `Index.open` reload it."""
+it so `add` and `Searcher.open` reload it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
 from qtsearch.indexing.append import add_to_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Index
+from qtsearch.search.engine import Searcher
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_generic_encoder_add_and_open(glove_index, tmp_path):
                     encoding="utf-8")
     result = add_to_index(folder, [str(more)])
     assert result.added == 1
-    with Index.open(folder, device="cpu") as index:
+    with Searcher.open(folder, device="cpu") as index:
         hits = index.search(["The lobster population of the northern coast declined sharply."],
                             k=1, mode="semantic")[0]
         assert hits[0].id == result.count - 1

@@ -297,13 +297,13 @@ def test_reader_of_a_replaced_index_keeps_its_answers(index_corpus, tiny_model,
     the new index."""
     import shutil
 
-    from qtsearch.search.engine import Index
+    from qtsearch.search.engine import Searcher
 
     folder = tmp_path / "wiki"
     shutil.copytree(index_reference, folder)
     queries = ["The album was released in the United States.",
                "The storm moved north along the coast."]
-    old = Index.open(folder, device="cpu")
+    old = Searcher.open(folder, device="cpu")
     before = [[h.to_dict() for h in hits] for hits in old.search(queries, 5)]
 
     other = tmp_path / "other.txt"
@@ -329,6 +329,6 @@ def test_reader_of_a_replaced_index_keeps_its_answers(index_corpus, tiny_model,
                                           _rows(index_reference)[-1])]
     old.close()
 
-    with Index.open(folder, device="cpu") as new:
+    with Searcher.open(folder, device="cpu") as new:
         assert new.count == 3
         assert new.get([0])[0].text == "Completely new sentences replace the index."

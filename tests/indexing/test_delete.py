@@ -21,7 +21,7 @@ from test_writers import ENV, KILL_ENV, cli, hold, one_error_line, start_cli, wh
 from qtsearch.app.cli import main
 from qtsearch.index import open_faiss_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Index
+from qtsearch.search.engine import Searcher
 
 N_DOCS = 300
 MODES = ("semantic", "lexical", "hybrid")
@@ -76,7 +76,7 @@ def vectors(folder: Path) -> np.ndarray:
 
 
 def found_docs(folder: Path, query: str, mode: str, by: str = "passage") -> set[str]:
-    with Index.open(folder, device="cpu") as idx:
+    with Searcher.open(folder, device="cpu") as idx:
         (hits,) = idx.search(query, 20, mode, by=by)
     return {h.doc_id for h in hits} | {p.doc_id for h in hits for p in h.passages or ()}
 
@@ -107,7 +107,8 @@ def test_delete_by_doc_id_removes_exactly_those_rows(base, copy, records, tmp_pa
     corpus = write_jsonl(tmp_path / "rest.jsonl", [r for r in records[:N_DOCS]
                                                    if r not in gone])
     build_index(IndexConfig(corpus=[str(corpus)], out=str(tmp_path / "rest")))
-    with Index.open(copy, device="cpu") as a, Index.open(tmp_path / "rest", device="cpu") as b:
+    with Searcher.open(copy, device="cpu") as a, \
+            Searcher.open(tmp_path / "rest", device="cpu") as b:
         for query in (gone[0]["title"], records[3]["title"], "white matter diffusion"):
             (x,), (y,) = a.search(query, 10, "lexical"), b.search(query, 10, "lexical")
             assert [(h.text, round(h.score, 4)) for h in x] == \
@@ -144,14 +145,14 @@ def test_a_graph_index_deletes_and_upserts(records, tmp_path, capsys):
     out = tmp_path / "graph"
     build_index(IndexConfig(corpus=[str(corpus)], out=str(out), index="hnsw"))
     before = rows(out)
-    with Index.open(out, device="cpu") as idx:
+    with Searcher.open(out, device="cpu") as idx:
         assert idx.backend.fold.nodes < idx.backend.fold.rows == len(before)
         old = idx.backend.reconstruct(np.arange(len(before)))
     code, _, err = run(capsys, "delete", str(out), "--doc-id", records[2]["_id"])
     assert code == 0, err
     kept = np.array([r[6] != records[2]["_id"] for r in before])
     assert rows(out) == [r for r, k in zip(before, kept) if k]
-    with Index.open(out, device="cpu") as idx:
+    with Searcher.open(out, device="cpu") as idx:
         fold = idx.backend.fold
         assert idx.backend.ntotal == fold.rows == kept.sum() and fold.nodes < fold.rows
         np.testing.assert_array_equal(idx.backend.reconstruct(np.arange(kept.sum())), old[kept])

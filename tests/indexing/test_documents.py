@@ -4,6 +4,7 @@ remember their document, results by document, no repeated texts, and `bench retr
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -16,7 +17,7 @@ from qtsearch.app.cli import main
 from qtsearch.core.errors import InputError
 from qtsearch.evaluation.retrieval import beir
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Index
+from qtsearch.search.engine import Searcher
 from qtsearch.text.reader import read_sentences
 from qtsearch.text.records import passages, read_records
 
@@ -113,7 +114,7 @@ def test_paragraph_documents_in_running_text(tmp_path: Path) -> None:
 
 
 def test_search_by_document(index: Path, records: list[dict]) -> None:
-    with Index.open(index) as idx:
+    with Searcher.open(index) as idx:
         assert idx.count > N_DOCS  # long abstracts are several passages
         for mode in ("hybrid", "semantic", "lexical"):
             by_passage = idx.search(records[0]["title"], 30, mode)[0]
@@ -136,7 +137,7 @@ def test_identical_texts_are_shown_once(tmp_path: Path, shared_data: Path) -> No
     corpus = tmp_path / "dup.txt"
     corpus.write_text("".join(f"{s}\n" for s in sentences * 3), encoding="utf-8")
     build_index(IndexConfig(corpus=[str(corpus)], out=str(tmp_path / "i")))
-    with Index.open(tmp_path / "i") as idx:
+    with Searcher.open(tmp_path / "i") as idx:
         for mode in ("hybrid", "semantic", "lexical"):
             hits = idx.search(sentences[0], 10, mode)[0]
             texts = [" ".join(h.text.casefold().split()) for h in hits]
@@ -221,11 +222,12 @@ def test_passages_fuse_with_feedback_and_sentences_without(
     from qtsearch.search.fusion import FEEDBACK, PASSAGE_LEXICAL_WEIGHT
 
     claim = "Statins lower the risk of heart disease."
-    with Index.open(index) as idx:
-        assert (idx.lexical_weight, idx.feedback) == (PASSAGE_LEXICAL_WEIGHT, FEEDBACK)
+    with Searcher.open(index) as idx:
+        own = idx.settings
+        assert (own.lexical_weight, own.feedback) == (PASSAGE_LEXICAL_WEIGHT, FEEDBACK)
         with_fb = idx.search(claim, 5, "hybrid")[0]
-        idx.feedback = 0.0
-        without = idx.search(claim, 5, "hybrid")[0]
+        without = idx.search(claim, 5, "hybrid",
+                             settings=dataclasses.replace(own, feedback=0.0))[0]
         first_lexical = idx.search(claim, 1, "lexical")[0][0].id
     # the query vector moved towards the first BM25 hits: their cosine rose
     cos = {h.id: h.legs["semantic"] for h in with_fb}
@@ -238,9 +240,9 @@ def test_passages_fuse_with_feedback_and_sentences_without(
     corpus = tmp_path / "sentences.txt"
     corpus.write_text("".join(f"{s}\n" for s in lines), encoding="utf-8")
     build_index(IndexConfig(corpus=[str(corpus)], out=str(tmp_path / "s")))
-    with Index.open(tmp_path / "s") as idx:
+    with Searcher.open(tmp_path / "s") as idx:
         model_weight = float(idx.encoder.search["lexical_weight"])
-        assert (idx.lexical_weight, idx.feedback) == (model_weight, 0.0)
+        assert (idx.settings.lexical_weight, idx.settings.feedback) == (model_weight, 0.0)
 
 
 def test_a_long_line_is_read_in_pieces_that_split_no_word(tmp_path: Path, monkeypatch) -> None:
@@ -296,7 +298,7 @@ def test_the_shell_and_the_server_search_by_document(index: Path, records: list[
 
     # a document of several passages, each starting with its title
     title = next(r["title"] for r in records if len(r["text"].split()) > 450)
-    with Index.open(index) as idx:
+    with Searcher.open(index) as idx:
         want = [h.doc_id for h in idx.search(title, 5, by="doc")[0]]
         shown = {}
         for by in ("passage", "doc"):

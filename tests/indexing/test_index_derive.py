@@ -16,7 +16,7 @@ from qtsearch.core.errors import OutputError, UsageError
 from qtsearch.index import open_faiss_index, read_manifest
 from qtsearch.indexing.derive import build_from_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Index
+from qtsearch.search.engine import Searcher
 
 #: ~1,500 sentences of WikiText-2 validation articles.
 CORPUS_BYTES = 200_000
@@ -62,7 +62,7 @@ def test_derived_index_is_the_direct_build(flat, corpus, tiny_model, tmp_path, i
     assert d["build"]["recall"]["recall@10"] > 0
     assert (derived.path / "index.faiss").read_bytes() == (direct.path / "index.faiss").read_bytes()
     assert (derived.path / "meta.parquet").is_file()
-    with Index.open(derived.path) as a, Index.open(direct.path) as c:
+    with Searcher.open(derived.path) as a, Searcher.open(direct.path) as c:
         assert a.count == c.count == flat.manifest["count"]
         assert [[h.text for h in hits] for hits in a.search(QUERIES, 5)] == \
                [[h.text for h in hits] for hits in c.search(QUERIES, 5)]

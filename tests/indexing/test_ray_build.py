@@ -25,7 +25,7 @@ from qtsearch.indexing import ray_engine
 from qtsearch.indexing.pipeline import IndexConfig, build_index
 from qtsearch.indexing.ray_engine import Pool, RayOptions, build_on
 from qtsearch.indexing.state import BuildState
-from qtsearch.search.engine import Index
+from qtsearch.search.engine import Searcher
 from qtsearch.text.reader import read_sentences
 
 SHARDS = ["wikipedia/AA/wiki_00.gz", "wikipedia/AB/wiki_50.gz"]  # 14,422 sentences
@@ -63,7 +63,7 @@ def rows(index: Path) -> list[tuple]:
 
 
 def hits(index: Path) -> list[list[tuple]]:
-    with Index.open(index) as ix:
+    with Searcher.open(index) as ix:
         return [[(h.id, h.score, h.text, h.title) for h in found]
                 for mode in ("semantic", "hybrid") for found in ix.search(QUERIES, k=10, mode=mode)]
 

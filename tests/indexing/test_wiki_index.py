@@ -21,7 +21,7 @@ from qtsearch.core.errors import UsageError
 from qtsearch.index.store import MetadataStore
 from qtsearch.indexing.append import add_to_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Index
+from qtsearch.search.engine import Searcher
 
 SHARDS = ["wikipedia/AA/wiki_00.gz", "wikipedia/AB/wiki_50.gz"]
 ARTICLE = ("title", "url", "doc_id", "section")
@@ -65,7 +65,7 @@ def test_every_row_has_its_article(wiki, rows):
 
 def test_context_stops_at_the_article_boundary(wiki, rows):
     firsts = [r["id"] for r in rows if r["position"] == 0][1:40]
-    with Index.open(wiki) as idx:
+    with Searcher.open(wiki) as idx:
         for first in firsts:
             for around in (first, first - 1):  # an article's first and the previous one's last
                 passage = idx.context(around, 4)
@@ -76,7 +76,7 @@ def test_context_stops_at_the_article_boundary(wiki, rows):
 
 def test_filters_on_title_id_and_section(wiki, rows):
     query = "The war ended with a peace treaty."
-    with Index.open(wiki) as idx:
+    with Searcher.open(wiki) as idx:
         for mode in ("semantic", "lexical", "hybrid"):
             hits = idx.search([query], 5, mode=mode, where={"title": "Anarchism"})[0]
             assert hits and all(h.title == "Anarchism" for h in hits)
@@ -98,7 +98,7 @@ def test_hits_show_their_article(capsys, wiki):
         assert list(hit) == ["id", "score", "text", "source", "line", "doc", "position",
                              *ARTICLE, "legs"]
         assert hit["title"] == "Anarchism"
-    with Index.open(wiki) as idx:
+    with Searcher.open(wiki) as idx:
         hits = idx.search(["anarchism and the state"], 3, where={"title": "Anarchism"})[0]
     console = Console(width=200, record=True)
     console.print(hits_table(hits))
@@ -139,7 +139,7 @@ def test_an_old_index_opens_searches_and_takes_wikipedia(flat, shared_data, tmp_
     shutil.copytree(flat, old)
     _drop_article_columns(old / "meta.sqlite")
     as_built(old)
-    with Index.open(old) as idx, Index.open(flat) as same:
+    with Searcher.open(old) as idx, Searcher.open(flat) as same:
         hits = idx.search(["She was very happy."], 5)[0]
         assert [h.to_dict() for h in hits] == [h.to_dict() for h in
                                                same.search(["She was very happy."], 5)[0]]
@@ -152,7 +152,7 @@ def test_an_old_index_opens_searches_and_takes_wikipedia(flat, shared_data, tmp_
     assert pq.read_table(tmp_path / "old.parquet").column_names == OLD_COLUMNS
     before = len(pq.read_table(tmp_path / "old.parquet"))
     add_to_index(old, [str(shared_data / SHARDS[0])], device="cpu")
-    with Index.open(old) as idx:
+    with Searcher.open(old) as idx:
         assert idx.store.fields[-4:] == ARTICLE
         with contextlib.closing(sqlite3.connect(idx.store.path)) as conn:
             plan = conn.execute(

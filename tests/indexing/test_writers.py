@@ -115,12 +115,12 @@ def test_a_waiting_writer_goes_on_when_the_holder_ends(tmp_path):
 
 
 def test_readers_never_take_the_lock(flat, tmp_path):
-    from qtsearch.search.engine import Index
+    from qtsearch.search.engine import Searcher
 
     copy = Path(shutil.copytree(flat, tmp_path / "index"))
     holder = hold(copy)
     try:
-        with Index.open(copy, device="cpu") as idx:
+        with Searcher.open(copy, device="cpu") as idx:
             assert idx.search(["Emma was happy."], 3)[0]
     finally:
         holder.stdin.close()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -15,7 +16,7 @@ import pytest
 from qtsearch.core.errors import IndexError_, InputError, UsageError
 from qtsearch.index import backend as backend_module
 from qtsearch.index.store import MetadataStore
-from qtsearch.search.engine import MODES, Index
+from qtsearch.search.engine import MODES, Searcher
 from qtsearch.search.fusion import convex, rrf
 from qtsearch.search.lexical import LexicalSearch, Stems, query_words
 
@@ -26,7 +27,7 @@ HOSTILE = ['"', '""', "'", "AND", "OR NOT", "NEAR(a b)", "text:Emma", "Emma*", "
 
 
 @pytest.fixture(scope="module")
-def index(api) -> Index:
+def index(api) -> Searcher:
     return api
 
 
@@ -86,12 +87,9 @@ def test_hybrid_legs_are_the_legs_own_scores(index):
 
 
 def test_rrf_fusion_is_available(index, rows):
-    index.fusion = "rrf"
-    try:
-        hits = index.search(rows[77]["text"], k=3, mode="hybrid")[0]
-        assert hits[0].id == 77 and hits[0].score == pytest.approx(2 / 61)
-    finally:
-        index.fusion = "convex"
+    rrf = dataclasses.replace(index.settings, fusion="rrf")
+    hits = index.search(rows[77]["text"], k=3, mode="hybrid", settings=rrf)[0]
+    assert hits[0].id == 77 and hits[0].score == pytest.approx(2 / 61)
 
 
 @pytest.mark.parametrize("text", HOSTILE)
@@ -262,7 +260,7 @@ def test_an_index_without_full_text_table_opens_for_semantic_search(flat, tmp_pa
     conn.commit()
     conn.close()
     with caplog.at_level(logging.WARNING, logger="qtsearch"):
-        idx = Index.open(old)
+        idx = Searcher.open(old)
     with idx:
         assert caplog.text.count("rebuild it with `qtsearch build-index`") == 1
         assert idx.default_mode == "semantic"
@@ -299,7 +297,7 @@ def test_a_transform_of_other_dimensions_is_refused(flat, tmp_path):
     manifest.pop("files", None)
     (broken / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexError_, match=r"dimension mismatch.*transform 7->7"):
-        Index.open(broken)
+        Searcher.open(broken)
 
 
 def test_an_index_of_the_old_format_still_opens(shared_data, tiny_model, tmp_path):
@@ -318,7 +316,7 @@ def test_an_index_of_the_old_format_still_opens(shared_data, tiny_model, tmp_pat
     conn.commit()
     conn.close()
     assert not list(out.glob("transform.*"))
-    with Index.open(out) as idx:
+    with Searcher.open(out) as idx:
         assert idx.transform is None and idx.default_mode == "semantic"
         query = "She was very happy to see him again."
         stored = idx.backend.reconstruct(np.arange(idx.count))

@@ -18,7 +18,7 @@ from safetensors.numpy import load_file, save_file
 from qtsearch.core.errors import IndexError_, InputError, ModelError, UsageError
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.index.store import MetadataStore
-from qtsearch.search.engine import Hit, Index
+from qtsearch.search.engine import Hit, Searcher
 
 HIT_KEYS = ["id", "score", "text", "source", "line", "doc", "position", "legs"]
 QUERIES = ["She was very happy to see him again.",
@@ -75,7 +75,7 @@ def test_a_stored_sentence_finds_itself_first(index):
     assert top.score == pytest.approx(1.0, abs=1e-4)
 
 
-def _faiss_threads_seen(idx: Index, monkeypatch) -> list[int]:
+def _faiss_threads_seen(idx: Searcher, monkeypatch) -> list[int]:
     """faiss's thread setting during each search of one query, then of a batch."""
     import faiss
 
@@ -103,7 +103,7 @@ def test_single_queries_to_a_graph_index_search_on_one_faiss_thread(
     import faiss
 
     before = faiss.omp_get_max_threads()
-    with Index.open(small_index(tmp_path_factory, shared_data, tiny_model, "hnsw")) as hnsw:
+    with Searcher.open(small_index(tmp_path_factory, shared_data, tiny_model, "hnsw")) as hnsw:
         assert _faiss_threads_seen(hnsw, monkeypatch) == [1, before]
     assert _faiss_threads_seen(index, monkeypatch) == [before, before]  # flat
     assert faiss.omp_get_max_threads() == before
@@ -210,9 +210,9 @@ def test_bad_k_and_bad_ids_are_refused(index):
 
 def test_a_missing_index_is_one_clear_error(tmp_path):
     with pytest.raises(IndexError_, match="no such index folder"):
-        Index.open(tmp_path / "nope")
+        Searcher.open(tmp_path / "nope")
     with pytest.raises(IndexError_, match="not a qtsearch index"):
-        Index.open(tmp_path)
+        Searcher.open(tmp_path)
 
 
 def _copy_index(flat: Path, dest: Path, **model_changes) -> Path:
@@ -236,19 +236,19 @@ def _other_model(tiny_model: Path, dest: Path) -> Path:
 def test_an_index_refuses_a_different_model(flat, tiny_model, tmp_path):
     other = _other_model(tiny_model, tmp_path / "other_model")
     with pytest.raises(ModelError, match="fingerprint"):
-        Index.open(flat, model=other)
+        Searcher.open(flat, model=other)
     moved = _copy_index(flat, tmp_path / "index", path=str(other))
     with pytest.raises(ModelError, match="fingerprint"):
-        Index.open(moved)
+        Searcher.open(moved)
     # an explicit model that is the right one is accepted, as an Encoder object too
-    with Index.open(moved, model=load_encoder(tiny_model, device="cpu")) as idx:
+    with Searcher.open(moved, model=load_encoder(tiny_model, device="cpu")) as idx:
         assert idx.count == 2000
 
 
 def test_a_vanished_model_is_one_clear_error(flat, tmp_path):
     moved = _copy_index(flat, tmp_path / "index", path=str(tmp_path / "gone"))
     with pytest.raises(ModelError, match="is gone"):
-        Index.open(moved)
+        Searcher.open(moved)
 
 
 def test_vectors_and_metadata_of_different_sizes_are_refused(flat, tmp_path):
@@ -256,7 +256,7 @@ def test_vectors_and_metadata_of_different_sizes_are_refused(flat, tmp_path):
     with MetadataStore.open(broken / "meta.sqlite", readonly=False) as store:
         store.insert_many([(5000, "An extra row.", "x.txt", 1, 9, 0)])
     with pytest.raises(IndexError_, match="rebuild"):
-        Index.open(broken)
+        Searcher.open(broken)
 
 
 @pytest.mark.parametrize("index_type", ["sq8", "hnsw"])
@@ -265,7 +265,7 @@ def test_every_index_type_answers_close_to_exact(index_type, tmp_path_factory, s
     _, vectors = corpus_vectors
     folder = small_index(tmp_path_factory, shared_data, tiny_model, index_type)
     manifest = json.loads((folder / "manifest.json").read_text())
-    with Index.open(folder) as approx:
+    with Searcher.open(folder) as approx:
         assert approx.index_type == index_type
         assert approx.params == manifest["index_params"]
         found = approx.search(QUERIES, k=10, mode="semantic")
@@ -285,7 +285,7 @@ def test_warm_up_reads_a_graph_index_through(tmp_path_factory, shared_data, tiny
     real = search.read_through
     monkeypatch.setattr(search, "read_through",
                         lambda path: read.append(path.stat().st_size) or real(path))
-    with Index.open(folder) as idx:
+    with Searcher.open(folder) as idx:
         idx.warm_up(wait=True)
         assert read == [(folder / name).stat().st_size for name in ("meta.sqlite", "index.faiss")]
         assert idx.search(QUERIES[:1], k=3)[0]
@@ -295,12 +295,12 @@ def test_search_parameters_can_be_overridden(tmp_path_factory, shared_data, tiny
     import faiss
 
     folder = small_index(tmp_path_factory, shared_data, tiny_model, "hnsw")
-    with Index.open(folder, params={"efSearch": 77}) as idx:
+    with Searcher.open(folder, params={"efSearch": 77}) as idx:
         assert faiss.downcast_index(idx.backend.index).hnsw.efSearch == 77
         assert idx.params["efSearch"] == 77
         assert "efSearch=77" in idx.describe()
     with pytest.raises(UsageError, match="do not apply"):
-        Index.open(folder, params={"nprobe": 4})
+        Searcher.open(folder, params={"nprobe": 4})
 
 
 def test_import_qtsearch_does_not_load_faiss():

@@ -22,10 +22,10 @@ def demo(
     from qtsearch.app.demo import ANALOGY, ANALOGY_NOTE, QUERIES, ensure_demo_index
     from qtsearch.app.progress import RichReporter
     from qtsearch.app.shell import show_hits
-    from qtsearch.search.engine import Index
+    from qtsearch.search.engine import Searcher
 
     path = ensure_demo_index(out_dir, RichReporter(True, err))
-    index = Index.open(path, device="cpu")
+    index = Searcher.open(path, device="cpu")
     err.print(f"[dim]index {path}: {counted(index.count, 'sentence')}[/dim]")
     for query, hits in zip(QUERIES, index.search(QUERIES, k), strict=True):
         show_hits(out, hits, f"search: {query}")

@@ -3,7 +3,7 @@
 Answers have the CLI's `--json` shapes, built by the same code (qtsearch.search.answers,
 `index_info`): /search and /analogy return what `qtsearch search --json` and `qtsearch analogy
 --json` print, /info what `qtsearch info --json` prints. Routes are plain functions, run in
-the server's thread pool: many requests share one `Index` at once (qtsearch.app.serve.served).
+the server's thread pool: many requests share one `Searcher` at once (qtsearch.app.serve.served).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from qtsearch.search.answers import (
     answer_queries,
 )
 from qtsearch.search.defaults import RERANK_DEPTH, TOP_K
-from qtsearch.search.engine import Index
+from qtsearch.search.engine import Searcher
 from qtsearch.search.explain import Explainer
 from qtsearch.search.filters import parse_where
 from qtsearch.search.hits import Record
@@ -261,8 +261,8 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
 def open_served(config: ServeConfig) -> ServedIndex:
     """The index of `config`, opened (and warming up in the background)."""
 
-    def open_index(encoder: Any) -> Index:
-        index = Index.open(config.index, model=encoder, device=config.device)
+    def open_index(encoder: Any) -> Searcher:
+        index = Searcher.open(config.index, model=encoder, device=config.device)
         if config.warm_up:
             index.warm_up()
         return index

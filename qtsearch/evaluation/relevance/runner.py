@@ -1,7 +1,7 @@
 """Systems side by side: for each task, one index per model, every chosen mode searched on it.
 
 A system is a model (the shipped one, a model folder, or an encoder name: glove, minilm,
-model2vec) and a search mode of `Index.search`, optionally with a re-ranker (`MODE+minilm`:
+model2vec) and a search mode of `Searcher.search`, optionally with a re-ranker (`MODE+minilm`:
 the first RERANK_DEPTH hits re-scored, qtsearch.search.rerank; `MODE+minilm@10`: the first
 10). Lexical mode (BM25 over the index's full-text table) does not depend on the model, so it
 is one system, "BM25 (lexical)", searched on the first model's index.
@@ -33,13 +33,14 @@ from qtsearch.evaluation.relevance.engine import (
 from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
 from qtsearch.index.manifest import read_manifest
 from qtsearch.search.defaults import RERANK_DEPTH
-from qtsearch.search.engine import MODES, QUERY_PRECISION, Index
+from qtsearch.search.engine import MODES, QUERY_PRECISION, Searcher
+from qtsearch.search.fusion import SearchSettings
 from qtsearch.search.rerank import Reranker
 
 log = logging.getLogger("qtsearch")
 
 LEXICAL = "lexical"
-#: Queries per `Index.search` call.
+#: Queries per `Searcher.search` call.
 QUERY_BATCH = 256
 
 
@@ -157,31 +158,33 @@ class WarningCounter(logging.Filter):
             log.removeFilter(self)
 
 
-def run_queries(index: Index, task: RelevanceTask, mode: str,
+def run_queries(index: Searcher, task: RelevanceTask, mode: str,
                 advance: Callable[[int], None] | None = None,
-                rerank: Reranker | None = None) -> dict[str, Any]:
-    """Every query of `task` through `index.search`; a query the index refuses (InputError:
-    e.g. no known word) is a miss, counted in `failed`; warnings are counted."""
+                rerank: Reranker | None = None,
+                settings: SearchSettings | None = None) -> dict[str, Any]:
+    """Every query of `task` through `index.search` (with `settings`: None, the index's own);
+    a query the index refuses (InputError: e.g. no known word) is a miss, counted in
+    `failed`; warnings are counted."""
     with WarningCounter().attached() as warnings:
-        cell = _run_queries(index, task, mode, advance, rerank)
+        cell = _run_queries(index, task, mode, advance, rerank, settings)
     return {**cell, "warnings": warnings.count, "warning_example": warnings.example}
 
 
-def _run_queries(index: Index, task: RelevanceTask, mode: str,
+def _run_queries(index: Searcher, task: RelevanceTask, mode: str,
                  advance: Callable[[int], None] | None,
-                 rerank: Reranker | None) -> dict[str, float]:
+                 rerank: Reranker | None, settings: SearchSettings | None) -> dict[str, float]:
     scores, failed = [], 0
     start = time.perf_counter()
     for s in range(0, len(task.queries), QUERY_BATCH):
         batch = task.queries[s : s + QUERY_BATCH]
         texts = [task.pool[q.row] for q in batch]
         try:
-            hits = index.search(texts, K + 1, mode, rerank=rerank)
+            hits = index.search(texts, K + 1, mode, rerank=rerank, settings=settings)
         except InputError:
             hits = []
             for text in texts:
                 try:
-                    hits += index.search([text], K + 1, mode, rerank=rerank)
+                    hits += index.search([text], K + 1, mode, rerank=rerank, settings=settings)
                 except InputError:
                     hits.append([])
                     failed += 1
@@ -206,7 +209,7 @@ def run_benchmark(tasks: Sequence[RelevanceTask], systems: Sequence[System],
     for s in systems:
         by_model.setdefault(lexical_on if s.mode == LEXICAL else s.model, []).append(s)
     encoders = {m: load_encoder(_model_arg(m), device=device, precision=QUERY_PRECISION)
-                for m in by_model}  # loaded once, as `Index.open` would load them
+                for m in by_model}  # loaded once, as `Searcher.open` would load them
     rerank_encoders = {s.rerank: load_encoder(s.rerank, device) for s in systems if s.rerank}
     rerankers = {(s.rerank, s.depth): Reranker(rerank_encoders[s.rerank], s.depth)
                  for s in systems if s.rerank}
@@ -224,7 +227,7 @@ def run_benchmark(tasks: Sequence[RelevanceTask], systems: Sequence[System],
                 "built": built, "seconds": round(time.perf_counter() - start, 2),
                 "sentences": manifest["count"], "embed_seconds": manifest["stages"]["embed"],
                 "transform": (manifest.get("transform") or {}).get("spec", "none")}
-            with Index.open(folder, model=encoder, device=device) as index:
+            with Searcher.open(folder, model=encoder, device=device) as index:
                 for s in chosen:
                     with reporter.stage(f"{task.name} · {s.label}", len(task.queries),
                                         keep=False) as bar:

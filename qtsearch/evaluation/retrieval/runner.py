@@ -29,7 +29,8 @@ from qtsearch.evaluation.relevance.runner import LEXICAL, System, WarningCounter
 from qtsearch.evaluation.retrieval import answers, beir
 from qtsearch.index.manifest import read_manifest
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import QUERY_PRECISION, Index
+from qtsearch.search.engine import QUERY_PRECISION, Searcher
+from qtsearch.search.fusion import SearchSettings
 from qtsearch.search.hits import Hit
 from qtsearch.text.records import PASSAGE_WORDS
 
@@ -107,18 +108,20 @@ def collection_index(coll: Collection, model: str | None, name: str, fingerprint
     return folder, True
 
 
-def run_queries(index: Index, coll: Collection, mode: str,
-                advance: Callable[[int], None] | None = None) -> dict[str, float]:
+def run_queries(index: Searcher, coll: Collection, mode: str,
+                advance: Callable[[int], None] | None = None,
+                settings: SearchSettings | None = None) -> dict[str, float]:
     """Every query of the collection, searched one at a time as the collection asks (by
-    document or by sentence); a query the index refuses (InputError, e.g. no known word in
-    semantic mode) scores 0 and counts in `failed`."""
+    document or by sentence, with `settings`: None, the index's own); a query the index
+    refuses (InputError, e.g. no known word in semantic mode) scores 0 and counts in
+    `failed`."""
     totals = dict.fromkeys(coll.metrics, 0.0)
     times, failed = [], 0
     with WarningCounter().attached():
         for qid, text in coll.queries.items():
             start = time.perf_counter()
             try:
-                hits = index.search([text], coll.depth, mode, by=coll.by)[0]
+                hits = index.search([text], coll.depth, mode, by=coll.by, settings=settings)[0]
             except InputError:
                 hits, failed = [], failed + 1
             times.append(time.perf_counter() - start)
@@ -156,7 +159,7 @@ def run_benchmark(collections: Sequence[Collection], systems: Sequence[System],
             run.builds[f"{coll.name}|{encoder.name}"] = {
                 "built": built, "seconds": round(time.perf_counter() - start, 2),
                 "passages": manifest["count"], "embed_seconds": manifest["stages"]["embed"]}
-            with Index.open(folder, model=encoder, device=device) as index:
+            with Searcher.open(folder, model=encoder, device=device) as index:
                 index.warm_up(wait=True)
                 for s in chosen:
                     with reporter.stage(f"{coll.name} · {s.label}", len(coll.queries),
