@@ -3,6 +3,7 @@ folder built, searched, written and checked through the facade alone (seconds)."
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,19 @@ def test_search_many_answers_each_query_as_search_does(index: qtsearch.Index) ->
         assert [h.id for h in results] == [h.id for h in index.search(query, k=4)]
     with pytest.raises(UsageError, match="list of queries"):
         index.search_many("one string")
+
+
+def test_settings_given_to_one_search_leave_the_index_as_it_was(index: qtsearch.Index) -> None:
+    own = index.settings
+    rrf = dataclasses.replace(own, fusion="rrf")
+    before = [(h.id, h.score) for h in index.search("a letter from home", k=5, mode="hybrid")]
+    one = index.search("a letter from home", k=5, mode="hybrid", settings=rrf)
+    assert one.basis.fusion == "rrf" and [(h.id, h.score) for h in one] != before
+    (many,) = index.search_many(["a letter from home"], k=5, mode="hybrid", settings=rrf)
+    assert [(h.id, h.score) for h in many] == [(h.id, h.score) for h in one]
+    assert index.settings is own
+    assert [(h.id, h.score) for h in index.search("a letter from home", k=5,
+                                                  mode="hybrid")] == before
 
 
 def test_a_list_given_to_search_still_answers_as_search_many(index: qtsearch.Index) -> None:
