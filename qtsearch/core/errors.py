@@ -1,6 +1,6 @@
 """Errors a user can act on. The CLI prints their message as one line and exits with `code`.
 
-Exit codes (documented in the README): 1 unexpected failure, 2 bad option or usage,
+Exit codes (documented in docs/errors.md): 1 unexpected failure, 2 bad option or usage,
 3 bad input data, 4 bad or missing model, 5 bad or missing index, 6 cannot write output,
 7 busy (another writer holds the index: try again later, or pass --wait), 130 interrupted.
 """

@@ -10,7 +10,8 @@ Builds are atomic and resumable. Everything is written into `<out>.partial/` wit
 `state.json`; a rerun with the same corpus, model and options skips what is finished (reading,
 every embedded shard, the trained index), and the finished folder is renamed into place in one
 step, so no reader ever sees half an index. `--overwrite` keeps the old index until the new one
-is complete. Appending (`build.append`) and derived builds (`build.derive`) swap in the same way.
+is complete. Appending (qtsearch.indexing.append) and derived builds (qtsearch.indexing.derive)
+swap in the same way.
 """
 
 from __future__ import annotations
@@ -67,9 +68,8 @@ from qtsearch.text.reader import check_docs, check_format, list_files, read_sent
 #: Without --split-sentences, a corpus of at least WRAPPED_MIN_LINES lines more than
 #: WRAPPED_SHARE of which run on into the next line (no sentence end, and the next line starts
 #: in lower case) gets a warning. A line without a full stop alone is no sign: SICK and
-#: caption files hold one sentence a line with none. Measured share in ../shared/data: 43-74%
-#: in the first five Gutenberg books; under 1% in Wikipedia, WikiText-2, Multi30k captions and
-#: the STS/SICK/MSRP/TREC pools of the relevance benchmark.
+#: caption files hold one sentence a line with none. Hard-wrapped books run on in far more
+#: than this share of lines, one-sentence-a-line corpora in almost none.
 SENTENCE_END = re.compile(r"""[.!?…:;"'”’»)\]]\s*$""")
 WRAPPED_SHARE = 0.25
 WRAPPED_MIN_LINES = 50
@@ -192,8 +192,8 @@ class Builder:
 
         Where `TokenEncoder.tokenises_alongside()`, the next shard is tokenised meanwhile, by
         worker processes on every core (qtsearch.indexing.tokens; a thread for small builds):
-        in the main thread tokenising took 29 of the 43 s embedding stage of a 1M-sentence build on
-        an H100, the GPU idle meanwhile, and ~6% of the stage on 2 CPU cores."""
+        tokenised in the main thread, it would leave a GPU idle meanwhile, and on the CPU it
+        costs part of the stage (docs/benchmarks.md, "Speed" and "On a GPU")."""
         c = self.config
         t0 = time.perf_counter()
         count, shards = self.state["read"]["count"], self.state["read"]["shards"]

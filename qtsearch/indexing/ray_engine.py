@@ -2,20 +2,19 @@
 (Ray Data), for corpora that outgrow one machine. Needs the `[ray]` extra; nothing else in
 qtsearch imports Ray.
 
-The work is partitioned by output shard, as clip-retrieval does it. The driver reads the corpus
-into the build's row shards (`shards/rows_i.parquet`: text and origin, global ids; one thread,
-which the README's cost model shows to be the limit from about ten machines on). Ray Data then
-hands shard numbers to a pool of workers, each holding the
+The work is partitioned by output shard, as clip-retrieval does it. The driver reads the corpus into
+the build's row shards (`shards/rows_i.parquet`: text and origin, global ids; one thread, which the
+cost model in docs/benchmarks.md, "Beyond these machines: a cost model", shows to be the limit from
+about ten machines on). Ray Data then hands shard numbers to a pool of workers, each holding the
 encoder once: worker task i reads rows shard i, embeds it and writes `shards/emb_i.npy`. A shard
-whose file exists is done, so a killed build rerun continues where it stopped (and the local
-engine can finish what Ray started, and the other way round). The driver fits `--fit` and
-trains the index once on a sample, as the local build does (the same seeds, the same sample),
-writes it empty, and the workers add their shards to copies of it with global ids
-(`qtsearch.index.parts`: `add_with_ids`, then `merge_from` in shard order, the autofaiss
-pattern); graph indexes (HNSW) cannot be merged and are filled in the driver. Recall tuning
-and the metadata stage (SQLite and its full-text table, filled from the Parquet shards) run in
-the driver as in a local build, so the Ray build gives the same vectors, rows, index and search
-results as `--engine local`.
+whose file exists is done, so a killed build rerun continues where it stopped (and the local engine
+can finish what Ray started, and the other way round). The driver fits `--fit` and trains the index
+once on a sample, as the local build does (the same seeds, the same sample), writes it empty, and
+the workers add their shards to copies of it with global ids (`qtsearch.index.parts`:
+`add_with_ids`, then `merge_from` in shard order, the autofaiss pattern); graph indexes (HNSW)
+cannot be merged and are filled in the driver. Recall tuning and the metadata stage (SQLite and its
+full-text table, filled from the Parquet shards) run in the driver as in a local build, so the Ray
+build gives the same vectors, rows, index and search results as `--engine local`.
 
 Workers write into `<out>.partial/shards/`, so on a cluster of several machines the output
 folder must be on a filesystem every node sees (NFS or the like), with the corpus and the

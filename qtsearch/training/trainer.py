@@ -1,7 +1,8 @@
 """`qtsearch train`: Quick-Thoughts, FastSent or the SDAE on ordered text, in the one loop.
 
-The model (models/encoders.QuickThoughts, models/fastsent.FastSent, models/sdae.SDAE) carries
-its objective; this module builds the data (tasks/corpus.Blocks), the model and the loop.
+The model (qtsearch.encoders.nn: quick_thoughts.QuickThoughts, fastsent.FastSent, sdae.SDAE)
+carries its objective; this module builds the data (qtsearch.training.objectives.corpus.Blocks),
+the model and the loop.
 """
 
 from __future__ import annotations

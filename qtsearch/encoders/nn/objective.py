@@ -3,7 +3,7 @@
 Quick-Thoughts: scores[i, j] = f(s_i)·g(s_j), the diagonal masked to −inf; the target
 distribution of row i is uniform over its neighbours within the context window that lie in the
 same document; rows with no neighbour (a one-sentence document) are left out of the loss and of
-the accuracy. FastSent and the SDAE (models/fastsent.py, models/sdae.py) predict words with a
+the accuracy. FastSent and the SDAE (encoders/nn/fastsent.py, encoders/nn/sdae.py) predict words with a
 softmax over the vocabulary and report through `word_prediction_stats`.
 """
 
