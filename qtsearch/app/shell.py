@@ -256,7 +256,7 @@ class Shell:
                 depth = _positive_int(args[1], ":rerank NAME [N]") if len(args) == 2 \
                     else RERANK_DEPTH
                 same = self.rerank is not None and self.rerank.name == args[0]
-                # a new depth for the same encoder keeps it loaded (MiniLM: ~5 s to load)
+                # a new depth for the same encoder keeps it loaded (loading one takes seconds)
                 self.rerank = Reranker(self.rerank.encoder if same else args[0], depth)
             self.console.print(f"rerank: {self._rerank_text()}", highlight=False)
         elif name == ":explain":

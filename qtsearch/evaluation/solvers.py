@@ -87,7 +87,8 @@ def fit(batch: Batch, solver: str = "lbfgs", init: list[Probe] | None = None) ->
     """One probe per row of `batch.weights`; `init` (same length) warm-starts our solvers.
 
     BLAS runs on one thread here: these products are small, and two BLAS threads on a busy
-    2-core machine made the same fits 10× slower (measured: SICK-R 126–230 s against 16 s)."""
+    machine made the same fits many times slower (docs/benchmarks.md, "Evaluation: transfer,
+    similarity and next-sentence retrieval")."""
     from threadpoolctl import threadpool_limits
 
     if solver not in SOLVERS:

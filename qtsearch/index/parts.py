@@ -67,7 +67,7 @@ def fill_part(trained: Path, vectors: np.ndarray, first_id: int, out: Path,
         if not (gpu and gpu_available()):
             ivf.add_with_ids(x, ids)
         else:
-            import torch  # only a GPU part needs it (~1.5 s to import)
+            import torch  # only a GPU part needs it (its import takes seconds)
 
             from qtsearch.index.gpu import assign_numpy
 

@@ -47,8 +47,8 @@ from qtsearch.search.words import composed_note, note_for, query_text, unknown_w
 
 log = logging.getLogger("qtsearch")
 MODES = ("hybrid", "semantic", "lexical")
-#: Queries are encoded one or a few at a time, where bf16 autocast costs more than it saves:
-#: one 19-token sentence took 5.5 ms with bf16 autocast and 1.2 ms in fp32 (tiny GRU, 1 core).
+#: Queries are encoded one or a few at a time, where bf16 autocast costs more than it saves
+#: (docs/searching.md, "From Python").
 #: The vectors differ from bf16-built index vectors by ~1e-3 in cosine: harmless for ranking.
 QUERY_PRECISION = "fp32"
 #: Sentences shown on either side of a hit by `context()` unless asked otherwise.
@@ -350,7 +350,8 @@ class Searcher:
         """Run one throw-away query of each leg (torch, faiss and the lexical thread start
         lazily: hundreds of ms). Then in a background thread (`wait`: until done) count the
         index's words, stem the model's, compute the encoder's per-word projections, read the
-        store and the backend's files into the page cache (cold 1M HNSW: ~90 ms a query)."""
+        store and the backend's files into the page cache (a cold query of a large graph index
+        is many times slower: docs/benchmarks.md, "Speed")."""
         self.backend.search(self._vectors(["warm up"]), 1)
         if self.lexical is not None:  # the worker thread started, SQLite's FTS code paged in
             self._lexical_legs(["warm up"], 1, make_filter(None, []), "hybrid")()

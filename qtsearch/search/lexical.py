@@ -2,28 +2,28 @@
 
 An index built with BM25 files (qtsearch.index.bm25: an inverted file of numpy arrays) is
 searched there: the OR of every query word that is not an English stop-word, every matching
-row scored, ranked as BM25 by its definition ranks, ~1-5 ms at a million sentences.
+row scored, ranked as BM25 by its definition ranks.
 Filters stay exact: the rows a `where` clause matches are looked up and the others dropped
 before the top k are taken. A query none of whose other words occurs in the index is searched
 by its stop-words ("who is it", "Bartleby the scrivener" before any Melville was added), and an
 index built before the BM25 files by all its words, over the FTS5 table as below.
 
-Over FTS5, any text is a valid query: it is cut into words, each word is quoted as an FTS5
-string (so no character is ever query syntax) and the words are OR-ed. FTS5 scores every row
-that matches (~1.7 µs a row on this machine), and "the" alone matches half of all sentences: 118
-ms at 100k rows. So words are taken rarest first while the rows they match stay within a budget
-(600); frequent words (stop-words in any language) drop out when the query has rarer ones, and
-they add little to BM25 anyway (their IDF is near zero). A query of frequent words only is
-searched as all of them AND-ed, and if even that matches too many rows, the first rows are
-scored. Word frequencies are counted up to the budget (a bounded-cost test) and cached;
-`learn_counts` (run by the index's warm-up thread) counts every term of the index in one pass,
-and a query word is then counted by its stem, found by the same tokenizer in memory (1M
-sentences, CPU p50 of the leg: 2.8 ms cold, 1.5 ms learned, measured before stemming). The stem
-matters: the index holds "nothing" as the stem of "nothingness" (a few rows) while the word
-"nothing" is searched as "noth" (thousands), so counts keyed by the word itself would plan warm
-and cold queries differently.
-The table stems with Porter ("danced" finds "dance", "rained" finds "rain"): BM25 alone rose
-from 0.852 to 0.867 mean MRR@10 on the relevance benchmark's paraphrase tasks.
+Over FTS5, any text is a valid query: it is cut into words, each word is quoted as an FTS5 string
+(so no character is ever query syntax) and the words are OR-ed. FTS5 scores every row that matches,
+and "the" alone matches half of all sentences (docs/searching.md, "Hybrid search: how the legs are
+fused (measured)"). So words are taken rarest first while the rows they match stay within a budget
+(600); frequent words (stop-words in any language) drop out when the query has rarer ones, and they
+add little to BM25 anyway (their IDF is near zero). A query of frequent words only is searched as
+all of them AND-ed, and if even that matches too many rows, the first rows are scored. Word
+frequencies are counted up to the budget (a bounded-cost test) and cached; `learn_counts` (run by
+the index's warm-up thread) counts every term of the index in one pass, and a query word is then
+counted by its stem, found by the same tokenizer in memory (the leg's cost cold and learned:
+docs/benchmarks.md, "Query latency"). The stem matters: the index holds "nothing" as the stem of
+"nothingness" (a few rows) while the word "nothing" is searched as "noth" (thousands), so counts
+keyed by the word itself would plan warm and cold queries differently.
+The table stems with Porter ("danced" finds "dance", "rained" finds "rain"), which raised BM25's
+mean MRR@10 on the relevance benchmark's paraphrase tasks (docs/searching.md, "Hybrid search: how
+the legs are fused (measured)").
 """
 
 from __future__ import annotations
@@ -41,10 +41,9 @@ from qtsearch.index.store import MetadataStore
 from qtsearch.text.terms import WORD
 
 log = logging.getLogger("qtsearch")
-#: Rows BM25 may score for one query: ~1.6 ms of CPU at 100k sentences here (1,200: 2.2 ms),
-#: under what the semantic leg takes to encode and search beside it. Hybrid MRR@10 was the
-#: same at 600 and 1,200 (STSB-train 0.852 / 0.856, SICK 0.708 / 0.705), lexical alone 0.01
-#: lower.
+#: Rows BM25 may score for one query: few enough that the leg costs less than the semantic
+#: leg takes to encode and search beside it, enough that doubling it did not change hybrid
+#: MRR@10 on the paraphrase tasks.
 ROW_BUDGET = 600
 #: Words whose counts are remembered (a few MB at most).
 CACHE_WORDS = 100_000
@@ -83,7 +82,7 @@ class Stems:
         """The single term each word is searched as; None where a word makes several terms or
         none ("dan’s" is the phrase "dan s"): such a word is counted by a lookup instead. The
         words not seen before go through the tokenizer in one pass (one at a time, a query's
-        new words cost 2 ms at 1M sentences: as much as its BM25)."""
+        new words cost as much as its BM25: docs/benchmarks.md, "Query latency")."""
         with self._lock:
             new = [w for w in dict.fromkeys(words) if w not in self._known]
             if new:
@@ -137,7 +136,7 @@ class LexicalSearch:
     def learn_counts(self, words: Iterable[str] = ()) -> None:
         """Count every word of the index at once (one pass over the full-text index, through
         a connection of its own: it runs in the warm-up thread), and stem `words` ahead of
-        the queries that will use them (a model's 49k words: 0.4 s). With BM25 files, their
+        the queries that will use them (docs/benchmarks.md, "Query latency"). With BM25 files, their
         term table is read too (FTS5 then serves only stop-word-only queries)."""
         if self.bm25 is not None:
             self.bm25.warm()

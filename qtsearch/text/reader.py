@@ -161,7 +161,8 @@ def _cut(raw: bytes) -> tuple[bytes, bytes]:
 class _Lines:
     """Decoded, cleaned lines of one file with their 1-based numbers; warns on repairs. A line
     longer than LINE_CHUNK bytes comes in pieces of about that size with the same number, so
-    that memory stays bounded on any input (a 200 MB line once took 9 GB to split)."""
+    that memory stays bounded on any input: splitting a whole line of hundreds of MB at once
+    would take many times its size."""
 
     def __init__(self, path: Path):
         self.path = path

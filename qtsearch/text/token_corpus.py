@@ -32,7 +32,8 @@ def corpus_signature(
 ) -> str:
     """Identifies a corpus build: the files' contents, in order, and the options. Not their
     paths or times: data copied afresh (a fresh mount of the data, another machine's folder)
-    is the same corpus, and `--resume` must accept it (hashing reads ~1 GB/s)."""
+    is the same corpus, and `--resume` must accept it (hashing the files is cheap next to
+    tokenising them)."""
     h = hashlib.sha256(json.dumps([split, vocab_size, max_len]).encode())
     for f in list_files(paths):
         with open(f, "rb") as fh:

@@ -12,9 +12,9 @@ every start.
 On disk: `ROOT/FINGERPRINT/SIGNATURE/` holds `shard_NNNNN.npy` (fp16, L2-normalised rows
 [k·S, (k+1)·S)) and `manifest.json` (teacher, signature, rows, shard size, dimension, finished
 shards). A shard is written to a temporary file and renamed, so after a kill every shard on disk
-is whole; the next run encodes only the missing ones. MiniLM encodes ~200 sentences/s on a
-2-core CPU and tens of thousands on a GPU: the cache is what keeps the teacher out of training
-time after the first run, and out of search entirely.
+is whole; the next run encodes only the missing ones. MiniLM encodes slowly on a CPU
+(docs/training.md gives its rate): the cache is what keeps the teacher out of training time
+after the first run, and out of search entirely.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from qtsearch.text.reader import list_files, read_sentences
 from qtsearch.text.token_corpus import corpus_signature
 from qtsearch.text.tokenizer import tokenize
 
-#: Sentences per shard: a kill loses at most this many encodings (~20 s of CPU MiniLM).
+#: Sentences per shard: a kill loses at most this many encodings.
 SHARD_ROWS = 4096
 MIN_TOKENS, MAX_TOKENS = 4, 60
 

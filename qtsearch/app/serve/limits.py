@@ -45,7 +45,8 @@ class Limits:
     max_context: int = 50
     max_body: int = 1 << 20  # bytes of a request body, /add excepted
     max_add_bytes: int = 16 << 20  # bytes of a POST /add body
-    #: queries × k of one search: 100 queries at k=1000 took 10-42 s of CPU and answered 29 MB
+    #: queries × k of one search: many queries at a large k cost seconds of CPU and a large
+    #: answer (docs/reliability.md, "Under load, and against a hostile client")
     max_results: int = 10_000
     max_response_bytes: int = 8 << 20  # bytes of one answer's JSON
     #: characters of stored text one request may read, its candidates included (a search

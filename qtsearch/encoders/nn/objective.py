@@ -1,10 +1,10 @@
 """Training objectives over a batch of contiguous sentences, and what they share.
 
-Quick-Thoughts: scores[i, j] = f(s_i)·g(s_j), the diagonal masked to −inf; the target
-distribution of row i is uniform over its neighbours within the context window that lie in the
-same document; rows with no neighbour (a one-sentence document) are left out of the loss and of
-the accuracy. FastSent and the SDAE (encoders/nn/fastsent.py, encoders/nn/sdae.py) predict words with a
-softmax over the vocabulary and report through `word_prediction_stats`.
+Quick-Thoughts: scores[i, j] = f(s_i)·g(s_j), the diagonal masked to −inf; the target distribution
+of row i is uniform over its neighbours within the context window that lie in the same document;
+rows with no neighbour (a one-sentence document) are left out of the loss and of the accuracy.
+FastSent and the SDAE (encoders/nn/fastsent.py, encoders/nn/sdae.py) predict words with a softmax
+over the vocabulary and report through `word_prediction_stats`.
 """
 
 from __future__ import annotations
