@@ -1,7 +1,7 @@
 """Exact BM25 over an index's rows: an inverted file of numpy arrays in the index folder.
 
-SQLite's FTS5 bm25() scores every row a query matches at ~1.7 µs a row, so ranking every match
-of an OR of words over a million sentences takes ~50 ms of CPU, and the FTS5 leg
+SQLite's FTS5 bm25() scores every row a query matches one by one, so ranking every match of an
+OR of words over a million sentences is too slow for a query, and the FTS5 leg
 (qtsearch.search.lexical) keeps only words within a row budget. Here a term's postings are two
 contiguous arrays (rows, and the term-frequency part of BM25 precomputed per posting), memory-
 mapped; a query multiplies each of its terms' slices by the term's idf and adds them into a
@@ -26,7 +26,8 @@ Files, in the folder `bm25/` of the index folder:
   lengths.npy  int32 [rows]: the row's terms (stop-words not counted)
   info.json    format, rows, k1, b, avglen
 `add` rewrites them all (new rows change avglen and so every weight), reading only the new rows'
-text: 0.6 s of CPU to add 1,000 rows to a million; `delete` filters the postings (`keep_rows`).
+text (its cost: docs/lexical.md, "Where it lives"); `delete` filters the postings
+(`keep_rows`).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def _invert(rows: Iterable[tuple[int, str]], analyzer: Analyzer, vocab: dict[str
     term_parts, row_parts, tf_parts, length_parts = [], [], [], []
     expected = first_row
     # word -> term id (-1: a stop-word); the per-token work stays in C (findall, map, set
-    # difference): Python loops over the tokens made the build 3x slower
+    # difference): Python loops over the tokens made the build several times slower
     word_ids: dict[str, int] = {}
     findall = WORD.findall
     for chunk in _chunks(rows, CHUNK):
@@ -197,7 +198,7 @@ def append(folder: Path, rows: Iterable[tuple[int, str]]) -> int:
 def keep_rows(folder: Path, keep: np.ndarray) -> int:
     """Drop from `folder`'s BM25 files the rows where the mask `keep` is false, renumbering the
     others in order (`delete`): every score stays exact, the weights recomputed from the rows
-    left (a 66k-row index: 0.05 s, against 1.9 s to index the rows anew). Returns the rows."""
+    left, far faster than indexing the rows anew. Returns the rows."""
     old = Bm25Index.open(folder)
     if old is None or old.count != len(keep):
         raise IndexError_(f"{folder}: no BM25 files of {len(keep):,} rows to delete from")

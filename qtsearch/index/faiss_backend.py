@@ -29,8 +29,9 @@ if TYPE_CHECKING:  # torch: only builds and searches on a GPU import it
 
 log = logging.getLogger("qtsearch")
 
-#: Small query batches otherwise skip BLAS: 100 queries against 1M x 1200 took 18 s instead of
-#: 2 s (measurements.md). Set once for the process, for search and for recall tuning.
+#: Below faiss's default threshold a query batch skips BLAS and runs the exact distances one
+#: query at a time, many times slower against a large flat index. Set once for the process, for
+#: search and for recall tuning.
 BLAS_THRESHOLD = 20
 faiss.cvar.distance_compute_blas_threshold = BLAS_THRESHOLD
 
@@ -75,8 +76,8 @@ FEW_QUERIES = 4
 def threads_for(index: faiss.Index, n_queries: int) -> Iterator[None]:
     """faiss on one thread for a few queries to a graph or inverted-list index: their parallel
     loops run over queries, so a single query gains nothing from a second thread, whose
-    spin-wait afterwards held the core the next query's encoding needed (1M HNSW: 5.9 → 4.5 ms
-    end to end). Exhaustive indexes (flat, SQ) split one query's scan over all threads: kept."""
+    spin-wait afterwards held the core the next query's encoding needed (docs/benchmarks.md,
+    "Speed"). Exhaustive indexes (flat, SQ) split one query's scan over all threads: kept."""
     if n_queries > FEW_QUERIES or not searches_per_query(index):
         yield
         return
@@ -197,8 +198,8 @@ class FaissBuilder:
                                  f"{str(e).strip().splitlines()[-1]}") from e
         self.index = index
         self.folder = Folder(self._stored) if is_graph(self.index) else None
-        # The factory turns on polysemous training for PQ codes: a simulated-annealing pass
-        # that took 100+ s on 2k vectors and that inner-product search never uses.
+        # The factory turns on polysemous training for PQ codes: a slow simulated-annealing
+        # pass that inner-product search never uses.
         top = faiss.downcast_index(self.index)
         base = faiss.downcast_index(top.base_index) if isinstance(top, faiss.IndexRefine) else top
         if hasattr(base, "do_polysemous_training"):
@@ -212,7 +213,7 @@ class FaissBuilder:
 
     def reserve(self, n: int) -> None:
         """Size the code arrays for `n` vectors before adding: grown add by add, a std::vector
-        doubles and copies, and a 1M x 1200 flat build peaked at 9.4 GB for a 4.8 GB index."""
+        doubles and copies, so a large build's peak memory would be about twice the index."""
         for part in _code_arrays(self.index):
             part.codes.resize(n * part.code_size)
             part.codes.resize(0)  # keeps the capacity: later adds fill it without copying
@@ -334,7 +335,7 @@ class FaissBackend:
 
     def touch_pages(self) -> None:
         """Map every page of an HNSW graph's vectors into this process: the first touch of a
-        mapped page faults even when the file is cached (1M HNSW: ~90 ms a cold query); and
+        mapped page faults even when the file is cached (docs/benchmarks.md, "Speed"); and
         index a fold's rows by node."""
         if self.fold is not None:
             self.fold.prepare()

@@ -26,7 +26,7 @@ from qtsearch.core.errors import IndexError_
 FOLD_FILE = "fold.safetensors"
 #: Vectors whose components all differ by at most this are one vector. Not 0: the same
 #: sentence encoded in another batch (a GRU's padding, the mean model's query path against
-#: its build path) differs in the last bits (up to 5e-7 measured); far below any difference
+#: its build path) differs in the last bits of float rounding; far below any difference
 #: of meaning, and below the 1e-5 within which recall counts scores as ties.
 SAME = 1e-5
 #: Cell size of the two grids whose cell numbers key a vector (the second offset by half a
@@ -71,7 +71,7 @@ class Fold:
 
     def prepare(self) -> tuple[np.ndarray, np.ndarray]:
         """The rows of each node (rows sorted by node, and where each node's start): built on
-        first use, or ahead of it by a warm-up (1M rows: ~0.1 s)."""
+        first use, or ahead of it by a warm-up (a pass over every row)."""
         if self._rows is None or self._start is None:
             self._rows = np.argsort(self.node_of_row, kind="stable")
             self._start = np.searchsorted(self.node_of_row[self._rows],

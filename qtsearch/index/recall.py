@@ -74,10 +74,10 @@ def recall_at_k(found: np.ndarray, truth: np.ndarray | Truth,
     """Mean fraction of the true top-k found in the returned top-k. With a `Truth`, a returned
     id tied with the k-th exact neighbour counts as found: which of several equal vectors make
     the top k is arbitrary, and counting them as misses made the build tune for a recall that
-    ties alone kept out of reach (1M Gutenberg sentences, mean model: ties lifted HNSW's
-    measured recall by 0.01-0.04). With the `fold` of a graph, a returned row counts when its
-    node (its vector) is one of the accepted ones: a node repeated more often than the exact
-    search listed is still the same vector."""
+    ties alone kept out of reach (docs/indexing.md, "Indexing", after "Choosing the index").
+    With the `fold` of a graph, a returned row counts when its node (its vector) is one of the
+    accepted ones: a node repeated more often than the exact search listed is still the same
+    vector."""
     if not isinstance(truth, Truth):
         hits = sum(len(set(f[f >= 0].tolist()) & set(t[t >= 0].tolist()))
                    for f, t in zip(found, truth, strict=True))

@@ -344,8 +344,8 @@ class MetadataStore:
 
     def term_rows(self, term: str, cap: int) -> int:
         """How many rows hold `term`, counted up to `cap`: a bounded-cost test of whether a
-        word is too frequent to search (fts5vocab counts a whole doclist: 30 ms for "the"
-        at 100k rows, this stops at `cap`)."""
+        word is too frequent to search (fts5vocab counts a whole doclist, slow for a frequent
+        word; this stops at `cap`)."""
         sql = (f"SELECT count(*) FROM (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} "
                "MATCH ? LIMIT ?)")
         with self._connect() as conn:
@@ -353,7 +353,7 @@ class MetadataStore:
 
     def term_counts(self, min_rows: int = 0) -> dict[str, int]:
         """Terms held by more than `min_rows` rows, with their row counts: one pass over the
-        whole full-text index (0.7 s of CPU and 151k terms at 1M rows), for a warm-up thread."""
+        whole full-text index (docs/benchmarks.md, "Query latency"), for a warm-up thread."""
         with self._connect() as conn:
             conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{FTS_TABLE}_terms "
                                  f"USING fts5vocab(main, {FTS_TABLE}, row)")
