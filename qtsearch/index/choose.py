@@ -7,24 +7,25 @@ The rules, smallest corpus first:
   flat and a scan of ≤ 300k codes is still interactive. 8 bits per dimension lose recall when
   a model's vectors sit very close together (a barely trained model: neighbours differ in
   the fourth decimal of their cosine), so the builder measures recall@10 against exact search
-  and falls back to fp16 codes (2x smaller than flat, recall ≈ 0.97+) when 8-bit codes miss
+  and falls back to fp16 codes (2x smaller than flat) when 8-bit codes miss
   the target.
 - **ivf** beyond that, while the cost model says its query stays within `QUERY_BUDGET_MS`:
   an inverted file of ≈ √n lists (faiss's spherical k-means on a sample of 64 points per
   list) holding 8-bit codes, rebuilt with fp32 vectors when 8-bit codes miss the recall
-  target; nprobe tuned for it. Built in seconds (training and one assignment pass, no graph:
-  1M x 256, ~12 CPU-s against ~450 for an HNSW graph). A query scans nprobe lists; on the
-  shipped model's tightly packed vectors recall@10 0.95 needs ~12% of the codes scanned, so
-  the scan grows with n (1M x 256: ~3 CPU-ms).
+  target; nprobe tuned for it. Built in seconds (training and one assignment pass, no graph).
+  A query scans nprobe lists; on the shipped model's tightly packed vectors the recall target
+  needs a fixed share of the codes scanned (`IVF_PROBED_SHARE`), so the scan grows with n.
 - **hnsw** beyond the query budget, where the graph fits in memory: an HNSW graph answers in
-  well under a millisecond at any size, but its construction costs ~40x the inverted file's
-  (1M x 256 on 2 cores: ~4 min against ~10 s). Repeated vectors share one node (fold.py).
+  well under a millisecond at any size, but its construction costs many times the inverted
+  file's. Repeated vectors share one node (fold.py).
 - **ivf-pq** where not even 8-bit codes fit in memory: PQ codes alone (lower recall); asked
   for (`--index ivf-pq`), with a refine stage on fp16 codes. PQ ranks the shipped model's
-  tightly packed vectors poorly (1M: recall@10 0.91 at most with 4-bit fast-scan codes, nprobe
-  512 and an exact shortlist of 32·k; 0.72 for 8-bit PQ at nprobe 512 re-ranking only k
-  fp16 codes), so auto prefers the others.
+  tightly packed vectors poorly (below the recall target even with a re-ranking stage), so
+  auto prefers the others.
   An explicit `--index TYPE` is honoured even where auto would choose otherwise.
+
+The measurements behind these rules and the constants below are in docs/speed.md, "Index
+candidates on the same vectors" and "What auto picks, and why".
 """
 
 from __future__ import annotations
@@ -54,9 +55,8 @@ MEMORY_SHARE = 0.5
 #: faiss warns below 39 training points per centroid.
 MIN_POINTS_PER_CENTROID = 39
 #: Links per node of an HNSW graph, faiss's usual 32. With one node per sentence the shipped
-#: model's copies made islands and M=64 helped (200k: efSearch 128 against 512); with copies
-#: folded (fold.py), on 1M Gutenberg sentences M=32 (efSearch 256) answers a hybrid query as
-#: fast as M=64 (efSearch 128): 4.54 against 4.53 ms p50, built in 226 s against 335 s.
+#: model's copies made islands and M=64 helped; with copies folded (fold.py), M=32 answers a
+#: hybrid query as fast as M=64 and builds faster (docs/benchmarks.md, "Query latency").
 HNSW_M = 32
 #: Recall@10 that nprobe / efSearch tuning aims for.
 TARGET_RECALL = 0.95
@@ -72,24 +72,21 @@ REFINE_K_FACTORS = [4, 8, 16, 32, 64, 128, 256]
 NPROBE_STEPS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
                 1536, 2048)
 
-# The cost model auto picks by (docs/speed.md: benchmarks/index_candidates.py on 1M vectors of
-# the shipped model, 256 dims, 2 cores). CPU seconds, which a loaded machine does not inflate.
-#: Vector search alone may cost this much CPU per query. A hybrid query (target: 5 ms end to
-#: end) runs its BM25 leg (~1.7 CPU-ms at 1M) in a second thread beside encoding + vector
-#: search; the rest of its path (encoding, fusion, the SQLite fetch) costs ~1 ms, so a vector
-#: leg within this keeps the query's longer thread under 5 ms (1M, IVF1024,SQ8 at nprobe 96:
-#: semantic 4.0 CPU-ms, hybrid 5.6 CPU-ms over both threads).
+# The cost model auto picks by, measured with benchmarks/index_candidates.py on 1M vectors of
+# the shipped model (docs/speed.md, "Index candidates on the same vectors"). CPU seconds, which
+# a loaded machine does not inflate.
+#: Vector search alone may cost this much CPU per query: a hybrid query runs its BM25 leg in a
+#: second thread beside encoding and vector search, and a vector leg within this, with the
+#: rest of the path (encoding, fusion, the SQLite fetch), keeps the query's longer thread under
+#: the 5 ms end-to-end target (docs/speed.md, "What auto picks, and why").
 QUERY_BUDGET_MS = 3.5
-#: Share of an inverted file's codes that a query scans at recall@10 0.95 with ≈ √n lists
-#: (1M: nprobe 128 of 1024 lists for 8-bit codes; 96 for fp32 vectors, which cost 4x the
-#: bytes; 2048 lists needed 192, 9.4%).
+#: Share of an inverted file's codes that a query scans at the recall target with ≈ √n lists
+#: (8-bit codes; fp32 vectors need fewer probes but scan 4x the bytes).
 IVF_PROBED_SHARE = 0.125
-#: CPU nanoseconds per code byte scanned by a lone query (8-bit codes, one thread: 1M,
-#: nprobe 128, 32 MB scanned in 3.0 ms).
+#: CPU nanoseconds per code byte scanned by a lone query (8-bit codes, one thread).
 IVF_SCAN_NS_PER_BYTE = 0.093
 #: CPU seconds per million vectors per dimension to build (k-means, add and recall tuning):
-#: an inverted file of 8-bit codes (1M x 256: train + add 12 CPU-s, tuning ~10) and an HNSW
-#: graph (M=32, efConstruction 40: 226 s on 2 cores).
+#: an inverted file of 8-bit codes and an HNSW graph (M=32, efConstruction 40).
 IVF_BUILD_S = 22.0 / 256
 HNSW_BUILD_S = 450.0 / 256
 
