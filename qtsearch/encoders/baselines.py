@@ -97,8 +97,9 @@ class MiniLM(BatchEncoder):
 
     def encode_batch(self, batch: list[str], call_size: int) -> np.ndarray:
         """A call of fewer than `inner_batch` sentences (a query and the hits to re-rank) goes
-        in batches of SMALL_BATCH: one padded batch of 31 *Emma* sentences took 798 ms,
-        batches of 8 375 ms (median of 8 queries, 2-core VM)."""
+        in batches of SMALL_BATCH: one padded batch of sentences of mixed lengths costs far
+        more than length-sorted small ones (docs/benchmarks.md, "Re-ranking with a stronger
+        encoder (`--rerank`)")."""
         inner = self.inner_batch if call_size >= self.inner_batch else SMALL_BATCH
         return self.model.encode(batch, batch_size=inner, convert_to_numpy=True,
                                  show_progress_bar=False).astype(np.float32)

@@ -97,14 +97,13 @@ class Encoder(FolderEncoder):
     def tokenises_alongside(self) -> bool:
         """Whether a thread may tokenise the next input while `encode_ids` runs: on a GPU,
         and on the CPU batch path, whose threads never wait for each other within a step
-        (100k Gutenberg sentences in shards of 10k: 6% faster). Not through `nn.GRU` on the
-        CPU: every timestep ends at an OpenMP barrier, which waits for a thread descheduled
-        by the tokeniser (a small GRU ran 20x slower on 2 cores)."""
+        (docs/benchmarks.md, "Speed"). Not through `nn.GRU` on the CPU: every timestep ends
+        at an OpenMP barrier, which waits for a thread descheduled by the tokeniser."""
         return self.device.type == "cuda" or self._large_batches is not None
 
     def warm_up(self) -> None:
         """Get the query path ready ahead of the first query: its compiled loop loaded and
-        every word's input projection computed (~0.5 s, 288 MB for the shipped model)."""
+        every word's input projection computed (a table of every word's projections)."""
         if self._small_batches is not None:
             self._small_batches.warm_up()
 
@@ -124,7 +123,7 @@ class Encoder(FolderEncoder):
     @cached_property
     def _small_batches(self) -> SmallBatchEncoder | None:
         """The query path for a few sentences, where it applies: fp32 on the CPU, a QT model
-        (of GRUs). Imported here: numba costs ~0.5 s to import, which only query-time work
+        (of GRUs). Imported here: numba is slow to import, which only query-time work
         with such a model should pay (not a one-shot search of the shipped mean model)."""
         if self.device.type != "cpu" or self.amp is not None or not self.quick_thoughts:
             return None
@@ -135,7 +134,7 @@ class Encoder(FolderEncoder):
 
 class PaddedBatches:
     """Token-id lists cut into length-sorted batches of right-padded rows, with numpy ops on
-    one flat array of every id (a Python loop per row cost ~10 µs a sentence)."""
+    one flat array of every id (a Python loop per row would cost more than tokenising)."""
 
     def __init__(self, ids: Sequence[list[int]]):
         self.lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))

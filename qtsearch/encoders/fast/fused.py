@@ -1,15 +1,14 @@
 """Encoding a few sentences on the CPU without torch's per-operation overhead.
 
-A query is one sentence, read by every GRU of the model: 2 for uni (f and g), 4 for bi, 8 for
-MC-QT (f and g × frozen and trainable words × two directions). Through `nn.GRU` that is 8 calls
-whose timesteps are each a handful of tiny operations at ~20 µs of torch dispatch apiece: one
-14-token query through the shipped MC-QT model took 5.6 ms on this CPU, almost all of it
-overhead. Here the weights are prepared once; the input projections of all GRUs that read the
-same word table are one BLAS matmul, and the recurrences run in one compiled loop (numba) that
-finishes one GRU before starting the next, so that GRU's recurrent weights (270 KB at H=150)
-stay in the core's L2 cache for all its steps. Stepping all eight GRUs together with numpy
-instead streamed their 2.2 MB of weights from L3 at every step: 3.6 ms for a 33-token query,
-against ~1 ms here.
+A query is one sentence, read by every GRU of the model: 2 for uni (f and g), 4 for bi, 8 for MC-QT
+(f and g × frozen and trainable words × two directions). Through `nn.GRU` that is 8 calls whose
+timesteps are each a handful of tiny operations, each paying torch's dispatch: for a query, almost
+all of the time is overhead. Here the weights are prepared once; the input projections of all GRUs
+that read the same word table are one BLAS matmul, and the recurrences run in one compiled loop
+(numba) that finishes one GRU before starting the next, so that GRU's recurrent weights (270 KB at
+H=150) stay in the core's L2 cache for all its steps. Stepping all eight GRUs together with numpy
+instead streamed their 2.2 MB of weights from L3 at every step (the measurements:
+docs/benchmarks.md, "Speed").
 
 Same maths as `nn.GRU` (gates r, z, n) in fp32: vectors equal the torch path to float
 rounding (tests/encoders/test_fused.py). Used for small fp32 batches on the CPU only; large batches
@@ -33,7 +32,7 @@ from qtsearch.encoders.fast.stacked import StackedGRUs
 
 class _OneBlasThread:
     """numpy's BLAS held to one thread around the small input-projection matmuls: its threads
-    spinning up for them made a query up to 10x slower on 2 busy cores. The limit is process-
+    spinning up for them made a query many times slower on busy cores. The limit is process-
     wide, so concurrent queries (a server's threads) share it: the first one in sets it and
     the last one out restores the original, which nested save/restore pairs would not (two
     overlapping queries could leave BLAS at one thread for good)."""
@@ -61,7 +60,7 @@ class _OneBlasThread:
 _ONE_BLAS_THREAD = _OneBlasThread()
 
 
-# error_model="numpy": no zero-division branch per gate, which kept the loops scalar (4x slower);
+# error_model="numpy": no zero-division branch per gate, which would keep the loops scalar;
 # fastmath lets the compiler reorder the float sums (vectors still match torch to ~1e-6).
 @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=True)
 def _final_states(gi, w_hh, b_hh, reverse, lengths, out, first, last):  # pragma: no cover
@@ -87,7 +86,7 @@ def _final_states(gi, w_hh, b_hh, reverse, lengths, out, first, last):  # pragma
                 x = gi[b, t, at : at + width]
                 gh[:] = b_hh[g]
                 # gh += h @ w, eight rows of w per pass over gh: contiguous and vectorised,
-                # gh loaded and stored once per eight rows (1.35x faster than one by one)
+                # gh loaded and stored once per eight rows rather than once per row
                 for k in range(0, by8, 8):
                     h0, h1, h2, h3 = h[k], h[k + 1], h[k + 2], h[k + 3]
                     h4, h5, h6, h7 = h[k + 4], h[k + 5], h[k + 6], h[k + 7]
@@ -109,8 +108,8 @@ class WordProjections:
     """x·W_ih + b_ih of the words of one table for all the GRUs that read it, each word's row
     computed the first time a query uses it and kept.
 
-    A GRU's input projection depends on the word alone, so a query only gathers rows: for a
-    33-token query the two MC-QT tables' projections cost ~1.1 ms of BLAS, a gather ~10 µs.
+    A GRU's input projection depends on the word alone, so a query only gathers rows instead
+    of computing its tokens' projections with BLAS, which cost most of a query's encoding.
     The table is reserved whole (vocabulary × 3H × GRUs floats: 144 MB for each half of the
     shipped model) but the OS backs only the rows written, so memory grows with the words
     queries actually use. Concurrent callers at worst compute a row twice, identically.
@@ -174,7 +173,7 @@ class SmallBatchEncoder:
         if (os.cpu_count() or 1) < 2 or n_gru < 2:
             _final_states(*args, 0, n_gru)
             return out
-        # the GRUs are independent: half of them on a second core (1.1 → 0.6 ms per query)
+        # the GRUs are independent: half of them on a second core, halving a query's wait
         half = n_gru // 2
         other = helpers("queries").submit(_final_states, *args, half, n_gru)
         _final_states(*args, 0, half)

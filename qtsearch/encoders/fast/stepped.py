@@ -8,14 +8,15 @@ word alone; the r and z recurrent biases are folded in), and each timestep of a 
 one batched matmul (torch: oneDNN's bf16 kernels) and one compiled pass (numba) that gathers
 the table rows and applies the gates, writing the new state in float32 and, for the next
 matmul, in its precision. Torch ran those gates as six bf16 operations each reading and writing
-the whole [GRUs, rows, 3H] block; they took two thirds of the step.
+the whole [GRUs, rows, 3H] block, which dominated the step.
 
 Rows are sorted by length so that the rows still reading at step t are a prefix of the batch:
 finished rows drop out of the work and keep their final state. The work is split into one
 share per core (groups of GRUs, and rows where cores outnumber GRUs), each stepped by its own
-thread with one torch thread, so the cores never wait for each other within a step. On 2
-cores with bf16 this embedded ~3x as many sentences per second as the `nn.GRU` path, with
-vectors within cosine 0.9999 of it (tests/encoders/test_stepped.py).
+thread with one torch thread, so the cores never wait for each other within a step. With
+bf16 this embeds several times as many sentences per second as the `nn.GRU` path
+(docs/benchmarks.md, "Speed"), with vectors within cosine 0.9999 of it
+(tests/encoders/test_stepped.py).
 
 Inference only (no autograd), CPU only: on a GPU, cuDNN's GRU runs a whole batch per call.
 """

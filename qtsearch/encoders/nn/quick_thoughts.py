@@ -1,7 +1,7 @@
 """Sentence encoders: token ids [B, T] (right-padded with 0) and lengths [B] → vectors [B, D].
 
 GRUs run on padded batches rather than packed sequences: on CPUs with bf16 support a padded
-GRU under autocast is 2-2.6x faster than a packed one (measured on an AVX512-BF16 EPYC). The final
+GRU under autocast is faster than a packed one (docs/training.md). The final
 state is read at each row's last real token, and the backward direction of a bi-GRU reads each
 row reversed within its own length, so padding never leaks into a sentence's vector.
 """
@@ -52,8 +52,8 @@ def last_state(out: Tensor, lengths: Tensor) -> Tensor:
 
 
 #: Split a batch into length groups only when that removes at least this share of its padded
-#: steps: one call over 512 length-sorted rows embedded 1.6x faster on 2 CPU cores than four
-#: calls over 128 (bigger per-step matmuls), so a batch the embedder already sorted by length
+#: steps: one call over length-sorted rows embeds faster than several smaller calls (bigger
+#: per-step matmuls; docs/benchmarks.md, "Speed"), so a batch the embedder already sorted by length
 #: is read whole, while a training batch of contiguous sentences (lengths 1-50) is split.
 MIN_PADDING_SAVED = 0.25
 
