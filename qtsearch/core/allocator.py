@@ -2,9 +2,9 @@
 
 A training step frees and allocates tensors of the same sizes again and again (gradients and
 optimiser temporaries as large as the word table). By default glibc returns the top of its heap
-to the system on each free and faults fresh pages in on the next step: adapting to 1M sentences
-spent more CPU time in the kernel than in the model (2,818 against 2,615 s) and took 59 minutes;
-with the heap kept, 20 minutes (docs/adapt.md).
+to the system on each free and faults fresh pages in on the next step, so that adapting to a
+large corpus spent more CPU time in the kernel than in the model (docs/adapt.md, "Costs and
+limits").
 """
 
 from __future__ import annotations

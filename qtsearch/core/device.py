@@ -1,7 +1,8 @@
 """Device and precision choice, shared by training, embedding and indexing.
 
 torch is imported by the functions that need it, not here: a search on the CPU with a model
-that runs without torch (qtsearch.encoders.mean) never loads it (~2.4 s).
+that runs without torch (qtsearch.encoders.mean) never loads it (its import costs seconds:
+docs/benchmarks.md, "Start-up").
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ NVIDIA_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg")
 
 
 def cuda_available() -> bool:
-    """Whether torch sees a CUDA GPU, answered without importing torch (~1.5 s, a third of a
-    20k-sentence build) on a Linux machine with no NVIDIA device file."""
+    """Whether torch sees a CUDA GPU, answered without importing torch (seconds, a large
+    share of a small build) on a Linux machine with no NVIDIA device file."""
     if sys.platform.startswith("linux") and "torch" not in sys.modules and not any(
             os.path.exists(f) for f in NVIDIA_DEVICE_FILES):
         return False
@@ -66,7 +67,8 @@ def resolve_device(name: str = "auto") -> torch.device:
 
 @lru_cache(maxsize=1)
 def cpu_has_bf16() -> bool:
-    """AVX512-BF16 or AMX makes bf16 matmuls ~2x faster than fp32 on the CPU."""
+    """Whether the CPU has AVX512-BF16 or AMX, which make bf16 matmuls faster than fp32
+    (docs/training.md)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
             flags = fh.read()

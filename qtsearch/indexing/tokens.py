@@ -35,11 +35,11 @@ if TYPE_CHECKING:  # not imported: the workers import this module, and need none
     from qtsearch.encoders.open_vocab import WordCounts
     from qtsearch.text.vocab import Vocab
 
-#: Sentences per task: big enough that sending it costs little next to tokenising it (~2 ms a
-#: task against ~40 ms), small enough that the workers share out a 50k-sentence shard evenly.
+#: Sentences per task: big enough that sending it costs little next to tokenising it, small
+#: enough that the workers share out a 50k-sentence shard evenly.
 CHUNK = 2_000
-#: Builds of fewer sentences tokenise in the process: a worker takes ~0.3-0.5 s to start (an
-#: interpreter, BlingFire, the vocabulary), about what it saves on this many sentences.
+#: Builds of fewer sentences tokenise in the process: starting a worker (an interpreter,
+#: BlingFire, the vocabulary) costs about what it saves on this many sentences.
 MIN_SENTENCES = 20_000
 
 _vocab: Vocab | None = None
@@ -78,9 +78,9 @@ def workers_for(count: int, device: str) -> int:
     """Worker processes for tokenising `count` sentences for an encoder on `device`: one per
     CPU but the one feeding the GPU where the encoder runs there, else 0 (tokenise in this
     process). On the CPU the encoder's own threads want the cores: on 2 cores, workers beside
-    the shipped model's encoding made 50k sentences 1.6x slower (docs), and `nn.GRU` waits
-    at every step for a thread that a tokeniser has descheduled. Small builds: see
-    MIN_SENTENCES."""
+    the encoding made the stage slower (docs/indexing.md, "Tokenising in parallel"), and
+    `nn.GRU` waits at every step for a thread that a tokeniser has descheduled. Small builds:
+    see MIN_SENTENCES."""
     n = cpus()
     return n - 1 if device == "cuda" and n > 1 and count >= MIN_SENTENCES else 0
 

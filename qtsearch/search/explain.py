@@ -31,8 +31,8 @@ from qtsearch.text.terms import Analyzer
 #: The shipped model's weak-match threshold on the semantic cosine: a hit under it is weak,
 #: and a query whose every candidate is under it has no good match. Measured on the STS-B
 #: dev pairs in the space of an index built by `qtsearch demo` (centred, as the model's folder
-#: asks): 99.6% of the 264 pairs graded 4 or more (paraphrases) reach 0.40, 0.6% of 1,496
-#: random pairs and 24% of the 389 pairs graded 1 or less (unrelated) do (docs/scores.md).
+#: asks): nearly all paraphrase pairs reach it, few random or unrelated pairs do
+#: (docs/scores.md, "The weak-match threshold").
 #: Another model sets its own as "weak_cosine" in its config's "search" block; one without
 #: it gets no weak-match signal, since a cosine scale is the model's own.
 WEAK_COSINE = 0.40

@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 SURROGATE = re.compile("[\ud800-\udfff]")
 #: BlingFire's C library as its package loads it. Its Python wrapper makes a new ctypes buffer
-#: type per call, two thirds of its ~20 µs a sentence; a buffer kept per thread makes it ~7 µs
-#: (a 1M-sentence build tokenises every sentence).
+#: type per call, most of its cost a sentence; a buffer kept per thread avoids that (a build
+#: tokenises every sentence; docs/benchmarks.md, "Speed").
 _LIB = blingfire.blingfire
 _buffers = threading.local()
 

@@ -18,7 +18,7 @@ Adapting trains, in the one training loop (training/loop.py), on what the corpus
 - `teacher minilm`: all-MiniLM-L6-v2's vectors of a sample of the corpus's sentences, encoded
   within a time budget, which the model learns to match through a linear head;
 - only the rows of words the corpus uses train (no batch holds the others), which is what
-  keeps the general skills: paraphrase retrieval lost 0.005 mean MRR@10 (docs/adapt.md). An
+  keeps the general skills (docs/adapt.md, "Paraphrase benchmark before and after"). An
   optional L2 pull of those rows towards the base (`anchor`) cost retrieval on both measured
   corpora and is off by default.
 
