@@ -1,12 +1,12 @@
 """The GPU side of indexing and search, done with torch on top of faiss-cpu.
 
-Why torch and not faiss-gpu: faiss-gpu on PyPI is built for CUDA 12 and pulls ~800 MB of CUDA 12
-runtime wheels, while current torch builds bring CUDA 13; torch is already on every machine that
-runs qtsearch, with whatever CUDA it was built for. The two steps where a GPU pays are dense
-inner products: k-means/assignment of an IVF coarse quantizer (O(n · nlist · d)) and exact
-search of a flat index (O(nq · n · d)). Both are a matmul plus an argmax/top-k, which torch does
-at the GPU's matmul or memory-bandwidth limit. Everything else (scalar-quantizer and PQ encoding,
-HNSW graphs, the index file) stays in faiss-cpu, so the saved index is always a CPU index.
+Why torch and not faiss-gpu: faiss-gpu on PyPI is built for CUDA 12 and pulls CUDA 12's own runtime
+wheels (hundreds of MB), while current torch builds bring CUDA 13; torch is already on every machine
+that runs qtsearch, with whatever CUDA it was built for. The two steps where a GPU pays are dense
+inner products: k-means/assignment of an IVF coarse quantizer (O(n · nlist · d)) and exact search of
+a flat index (O(nq · n · d)). Both are a matmul plus an argmax/top-k, which torch does at the GPU's
+matmul or memory-bandwidth limit. Everything else (scalar-quantizer and PQ encoding, HNSW graphs,
+the index file) stays in faiss-cpu, so the saved index is always a CPU index.
 
 The functions take a torch device, so the same code runs (and is tested) on the CPU.
 """

@@ -49,7 +49,8 @@ log = logging.getLogger("qtsearch")
 MODES = ("hybrid", "semantic", "lexical")
 #: Queries are encoded one or a few at a time, where bf16 autocast costs more than it saves
 #: (docs/searching.md, "From Python").
-#: The vectors differ from bf16-built index vectors by ~1e-3 in cosine: harmless for ranking.
+#: The vectors differ from bf16-built index vectors only at bf16's rounding: harmless for
+#: ranking.
 QUERY_PRECISION = "fp32"
 #: Sentences shown on either side of a hit by `context()` unless asked otherwise.
 CONTEXT_WINDOW = 2
