@@ -5,8 +5,8 @@ coarse (a held-out known word's composed row is at cosine ~0.5 to its trained on
 knows more about the unknown words of its corpus than the pieces do: the passages they occur
 in. At build time each composed word of the corpus is moved towards the mean of those
 passages' vectors (centred on the corpus mean, scaled to the composed row's length, times
-BETA), like a word vector read off its contexts. On SciFact train the semantic leg's nDCG@10
-went 0.327 (pieces alone) → 0.504, on NFCorpus dev 0.141 → 0.208 (docs/open-vocabulary.md).
+BETA), like a word vector read off its contexts, which raised the semantic leg's nDCG@10 on
+SciFact and NFCorpus well above pieces alone (docs/open-vocabulary.md, "Measurements").
 
 The rows are stored in the index folder (`CORPUS_WORDS`) and put into the encoder that serves
 or extends the index (`with_corpus_words`): a text gets the same vector at build time, in
@@ -54,9 +54,10 @@ _DTYPES = {"F16": np.float16, "F32": np.float32, "I64": np.int64, "U8": np.uint8
 #: also weighs the word more in its text's mean, as a rare word should be.
 BETA = 4.0
 #: A word is a corpus word where it occurs in at least this many texts (fewer keep their
-#: composed rows). 2 would keep the file a fifth of the size on Wikipedia, where 80% of the
-#: composed words occur in one sentence, but cost SciFact's semantic nDCG@10 0.504 → 0.440
-#: (a claim and its abstract share a rare word): every word counts. Rows are stored in fp16.
+#: composed rows). 2 would keep the file far smaller on Wikipedia, where most composed words
+#: occur in one sentence, but cost SciFact's semantic nDCG@10 (a claim and its abstract share
+#: a rare word; docs/open-vocabulary.md, "Measurements"): every word counts. Rows are stored
+#: in fp16.
 MIN_TEXTS = 1
 #: Token ids a build keeps from the corpus-words pass for its embedding pass (4 bytes each, and
 #: ~100 bytes of array per text): ~1M sentences of 25 words; larger corpora tokenise again.

@@ -7,8 +7,8 @@ model fingerprint, so a second run encodes nothing), and `run(embed)` trains and
 on the vectors. The tasks see each vector L2-normalised, as `Index` builds and queries do: the
 figures are those of the vectors the engine searches, for every encoder alike (MiniLM and
 model2vec give unit vectors anyway; a mean of words or a GRU does not, and a probe on
-[|u−v|, u·v] of raw means had to learn to ignore their lengths: STS-B dev 0.805 raw against
-0.839 unit for the shipped model). `unit_vectors=False` (`eval --raw-vectors`) probes the raw
+[|u−v|, u·v] of raw means had to learn to ignore their lengths, and scored lower on STS-B
+dev for the shipped model). `unit_vectors=False` (`eval --raw-vectors`) probes the raw
 output instead, SentEval's convention. A task is one class in one module of
 `qtsearch.evaluation.tasks`, registered with `@register`; adding one touches one file.
 """

@@ -41,12 +41,11 @@ SQ8_MAX = 300_000
 #: `--fit` when not given: WHITEN for corpora that `--index auto` searches exhaustively (under
 #: SQ8_MAX sentences: flat, sq8), PARTITIONED from there on, where it builds a graph (or an IVF
 #: index). By corpus size, not index type, so every index of one corpus holds the same
-#: vectors. Whitening also slows a graph (100k: efSearch 512 for recall 0.95). Chosen by
-#: benchmarks/fit_transform.py (docs, "Fitted vectors"): on STS-B paraphrase retrieval with
-#: the shipped model, whitening to 768 dims scored best (dev MRR@10 0.71 → 0.81), but whitened
-#: vectors lose the clusters an IVF index relies on (100k Gutenberg sentences, IVF-Flat with
-#: 1,264 lists: 16 probes reached recall@10 0.95 without it, 512 after whitening), while
-#: centring keeps them.
+#: vectors. Whitening also slows a graph (a far larger efSearch for the same recall). Chosen
+#: by benchmarks/fit_transform.py (docs/indexing.md, "Full-text table, fitted vectors, other
+#: encoders"): on STS-B paraphrase retrieval with the shipped model, whitening to 768 dims
+#: scored best, but whitened vectors lose the clusters an IVF index relies on (many times the
+#: probes for the same recall), while centring keeps them.
 DEFAULT_FIT = "auto"
 WHITEN = "whiten:768"
 PARTITIONED = "centre"

@@ -1,10 +1,10 @@
 """Identical vectors folded onto one node of a graph index.
 
 Why: a mean-of-words model gives every sentence of the same words the same vector, and all
-sentences of words it does not know one vector. Among 1M Gutenberg sentences 8% share their
-vector with another: one vector 7,153 times ("CODICIL.", "CHARADE.", "Heine."), "* * * * *"
-943 times. In an HNSW graph the copies fill each other's neighbour lists (at distance 0) and
-become islands a search cannot reach: recall@10 stalled at 0.95 even at efSearch 1024. So a
+sentences of words it does not know one vector, so a real corpus holds many copies of some
+vectors ("CODICIL.", "CHARADE.", "Heine.", "* * * * *"). In an HNSW graph the copies fill each
+other's neighbour lists (at distance 0) and become islands a search cannot reach, which capped
+recall however large efSearch was (docs/benchmarks.md, "Query latency"). So a
 graph holds each distinct vector once (equal within SAME), and `Fold` maps the rows (sentence
 ids) to their node: a node found is expanded to its rows, all with the node's score.
 

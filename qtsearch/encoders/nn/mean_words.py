@@ -10,7 +10,7 @@ interface of `InferSent` (`cfg`, `dim`, `embed`, `set_frozen_vectors`), so every
 
 A bag of words cannot tell "A man is playing a guitar" from "A man is not playing a guitar"
 except by the vector of "not", and a "not" long enough to part them pulls every negated
-sentence towards every other (STS12 and STS16 lost 0.025-0.03 when negations trained it).
+sentence towards every other (STS12 and STS16 scores fell when negations trained it).
 With `negation_scope`, the words in a negation's scope (after "not", "no", "never"… up to the
 next punctuation; qtsearch.text.negation) are scaled by a trained vector instead, and the cue
 words themselves count as zero vectors: a negated sentence moves away from its positive form
