@@ -1,6 +1,6 @@
 """One writer at a time, a swap that cannot lose the index, and `add` that knows what it added
-(qtsearch.index.lock, qtsearch.indexing.append), on real indexes built with the test session's
-tiny model.
+(qtsearch.index.lock, qtsearch.indexing.append), on real indexes built with the tiny model that
+conftest trains once per test run.
 
 Concurrency is tested with real processes: a holder that takes the writer lock and waits (so
 the timing is certain), and real `qtsearch add` / `build-index` / HTTP POST /add racing each
