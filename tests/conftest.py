@@ -147,3 +147,22 @@ def api(flat: Path):
 
     with Searcher.open(flat) as idx:
         yield idx
+
+
+#: The sentences of `shipped_index`: every subject with every doing (a grid where an analogy's
+#: answer is clear: "The cat slept" : "The cat sang" :: "A farmer slept" : "A farmer sang").
+GRID_SUBJECTS = ["The cat", "A farmer", "My sister", "The old sailor"]
+GRID_DOINGS = ["slept by the warm fire", "walked to the market in the rain",
+               "sang an old song", "cooked a pot of soup", "planted roses in the garden"]
+GRID_SENTENCES = [f"{s} {d}." for s in GRID_SUBJECTS for d in GRID_DOINGS]
+
+
+@pytest.fixture(scope="session")
+def shipped_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A flat index of GRID_SENTENCES built with the shipped default model through
+    `qtsearch.Index.build` (a few seconds). Shared: tests only read it (copy it to write)."""
+    import qtsearch
+
+    folder = tmp_path_factory.mktemp("shipped_index") / "grid"
+    qtsearch.Index.build(GRID_SENTENCES, folder, index="flat").close()
+    return folder
