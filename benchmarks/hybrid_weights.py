@@ -13,7 +13,7 @@ to use its passage weight, `qtsearch.search.fusion.settings_for`). The rule to k
 whose hybrid never falls below its better leg on any test bed.
 
     python benchmarks/hybrid_weights.py [--model MODEL] --sentence-weights 0.2 0.3 0.4 0.5 \
-        --passage-weights 0.6 0.7
+        --passage-weights 0.6 0.7 [--passage-feedback 0]
 """
 
 from __future__ import annotations
@@ -39,11 +39,14 @@ BEIR = (("scifact", "train"), ("nfcorpus", "dev"))
 
 
 def sweep(index: Searcher, weights: list[float],
-          score: Callable[[str, SearchSettings | None], float]) -> list[float]:
-    """[semantic, lexical, hybrid at each weight] of one index."""
+          score: Callable[[str, SearchSettings | None], float],
+          feedback: float | None = None) -> list[float]:
+    """[semantic, lexical, hybrid at each weight] of one index; `feedback`: the semantic
+    leg's pseudo-relevance feedback in hybrid search (None: the index's own)."""
     cells = [score("semantic", None), score("lexical", None)]
+    own = index.settings if feedback is None else replace(index.settings, feedback=feedback)
     for w in weights:
-        cells.append(score("hybrid", replace(index.settings, lexical_weight=w)))
+        cells.append(score("hybrid", replace(own, lexical_weight=w)))
     return cells
 
 
@@ -60,6 +63,9 @@ def main() -> None:
     parser.add_argument("--sentence-weights", nargs="+", type=float,
                         default=[0.1, 0.2, 0.3, 0.4, 0.5])
     parser.add_argument("--passage-weights", nargs="+", type=float, default=[0.5, 0.6, 0.7, 0.8])
+    parser.add_argument("--passage-feedback", type=float, default=None,
+                        help="The semantic leg's feedback over passages (default: the "
+                             "index's own, qtsearch.search.fusion.FEEDBACK).")
     parser.add_argument("--squad-questions", type=int, default=3000)
     parser.add_argument("--skip", nargs="*", default=[], choices=["squad", "paraphrase", "beir"])
     args = parser.parse_args()
@@ -94,7 +100,9 @@ def main() -> None:
         print(row("paraphrase mean", means), flush=True)
     if "beir" not in args.skip:
         pw = args.passage_weights
-        print("\n| documents | semantic | lexical | " + " | ".join(f"w={w}" for w in pw) + " |")
+        fb = "" if args.passage_feedback is None else f" (feedback {args.passage_feedback})"
+        print(f"\n| documents{fb} | semantic | lexical | "
+              + " | ".join(f"w={w}" for w in pw) + " |")
         print("|---|---:|---:|" + "---:|" * len(pw))
         for name, split in BEIR:
             coll = beir.load(root / "beir" / name, split)
@@ -102,7 +110,7 @@ def main() -> None:
             with Searcher.open(folder, model=encoder, device="cpu") as index:
                 print(row(f"{name} {split} (nDCG@10)", sweep(
                     index, pw, lambda m, s, i=index, c=coll:
-                    run_retrieval(i, c, m, settings=s)["nDCG@10"])),
+                    run_retrieval(i, c, m, settings=s)["nDCG@10"], args.passage_feedback)),
                     flush=True)
 
 

@@ -1,5 +1,6 @@
-"""Start-up of the `qtsearch` command: `qtsearch --help` and a one-shot `qtsearch search … -k
-10` on each index, end to end (a fresh interpreter each run, as a user types them).
+"""Start-up of the `qtsearch` command: `qtsearch --help`, a one-shot `qtsearch search … -k 10`
+and the first answer of `qtsearch shell` on each index (the query piped in, the shell ending
+at the end of its input), end to end (a fresh interpreter each run, as a user types them).
 
 The default index is built once from one real book (default: Emma, running text split into
 sentences, ~7k sentences) with the shipped model; --index DIR (repeatable) searches other
@@ -37,11 +38,16 @@ BOOK = REPO.parent / "shared" / "data" / "gutenberg" / "0003-austen-jane--emma.t
 QUERY = "She was very happy to see her old friend again."
 
 
-def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
-    """(wall seconds, CPU seconds, peak RSS in MB) of one run of argv in a child process."""
+def timed(argv: list[str], cwd: Path, env: dict[str, str], feed: str | None = None
+          ) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak RSS in MB) of one run of argv in a child process, with
+    `feed` as its whole standard input (None: none)."""
     t0 = time.perf_counter()
     child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE)
+                             stderr=subprocess.PIPE, stdin=subprocess.PIPE)
+    if child.stdin is not None:
+        child.stdin.write((feed or "").encode())
+        child.stdin.close()
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - t0
     child.returncode = os.waitstatus_to_exitcode(status)
@@ -67,6 +73,10 @@ def build_index(book: Path, out: Path, env: dict[str, str]) -> None:
 
 def sentences(index: Path) -> int:
     return int(json.loads((index / "manifest.json").read_text(encoding="utf-8"))["count"])
+
+
+def shell_name(index: Path) -> str:
+    return f"qtsearch shell (first answer, {sentences(index):,} sentences)"
 
 
 def load_average() -> str:
@@ -119,20 +129,23 @@ def main() -> None:
             "qtsearch --help": [*qt, "--help"],
             **{f"qtsearch search (one query, {sentences(index):,} sentences)":
                [*qt, "search", str(index), args.query, "-k", "10"] for index in indexes},
+            **{shell_name(index): [*qt, "shell", str(index)] for index in indexes},
         }
+        # the shell's first answer: the query piped in, the shell closing at the end of input
+        feeds = {shell_name(index): f"{args.query}\n" for index in indexes}
         floors = [name for name in commands if name.endswith("(floor)")]
         runs = [(name, label, checkout) for name in commands
                 for label, checkout in checkouts.items()
                 if name not in floors or label == "this checkout"]
         for name, _, checkout in runs:  # warm-up: bytecode, page cache
-            timed(commands[name], checkout, checkout_env(checkout, env))
+            timed(commands[name], checkout, checkout_env(checkout, env), feeds.get(name))
         load_before = load_average()
         times: dict[tuple[str, str], list[tuple[float, float, float]]] = {
             r[:2]: [] for r in runs}
         for _ in range(args.runs):  # interleaved: every variant sees the same load
             for name, label, checkout in runs:
                 times[name, label].append(timed(commands[name], checkout,
-                                                checkout_env(checkout, env)))
+                                                checkout_env(checkout, env), feeds.get(name)))
 
     what = (f"indexes: {', '.join(map(str, args.index))}" if args.index
             else f"index: {args.book.name} (running text, split)")

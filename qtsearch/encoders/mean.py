@@ -42,6 +42,14 @@ BLOCK = 128
 #: From this many sentences a call goes through one sparse product per chunk of CHUNK.
 SPARSE_FROM = 256
 CHUNK = 16_384
+#: Tokens read per row. A mean costs nothing per position, so a row is read whole (the reader
+#: cuts a row at 10,000 characters) rather than cut at the training length (`max_len`).
+ROW_TOKENS = 4096
+#: A row's first LEAD_TOKENS tokens (the training length) weigh 1 in its mean, the rest
+#: TAIL_WEIGHT: a passage's title and opening say what it is about, and its later sentences
+#: add to it without drowning it (docs/retrieval.md, "Reading a passage whole").
+LEAD_TOKENS = 50
+TAIL_WEIGHT = 0.3
 
 
 class MeanEncoder(FolderEncoder):
@@ -57,6 +65,7 @@ class MeanEncoder(FolderEncoder):
             raise ModelError(f"{self.path}: not a mean-of-words model "
                              f"(encoder {self.cfg.encoder!r})")
         self.device = Cpu()
+        self.max_len = ROW_TOKENS
         names = (TABLE, NEGATED, ROLES) if self.cfg.negation_scope else (TABLE,)
         rows, *scope = read_tensors(self.path, names, keep_half=(TABLE,))
         if rows.ndim != 2 or rows.shape[0] != len(self.vocab):
@@ -118,8 +127,10 @@ class MeanEncoder(FolderEncoder):
             if counts is not None:
                 counts.add(flat, len(self.rows))
             marks = self._negation_marks(flat, starts) if self.scope else None
+            weights, totals = token_weights(lengths, starts)
             if sparse:
-                out[s : s + step] = self._sparse_mean(whole, flat, lengths, marks)
+                shares = (weights / np.repeat(totals, lengths)).astype(np.float32)
+                out[s : s + step] = self._sparse_mean(whole, flat, lengths, marks, shares)
             else:
                 rows = (table.take(flat) if table is not None
                         else self.rows[flat].astype(np.float32, copy=False))
@@ -127,8 +138,10 @@ class MeanEncoder(FolderEncoder):
                     scoped, cue = marks
                     rows[scoped] *= self.scope[0]
                     rows[cue] = 0
+                if totals is not lengths:  # a row past LEAD_TOKENS: its tail weighs less
+                    rows *= weights[:, None]
                 out[s : s + step] = np.add.reduceat(rows, starts, axis=0)
-                out[s : s + step] /= lengths[:, None]
+                out[s : s + step] /= totals[:, None]
             if progress:
                 progress(len(block))
         return l2_normalize(out) if normalize else out
@@ -146,13 +159,14 @@ class MeanEncoder(FolderEncoder):
         return in_scope(roles, starts) & ~cue, cue
 
     def _sparse_mean(self, table: np.ndarray, flat: np.ndarray, lengths: np.ndarray,
-                     marks: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-        """Rows of 1/length weights on each sentence's ids (0 on negation cues), times the
-        table; the words in a negation's scope once more, times the table and (scale - 1)."""
+                     marks: tuple[np.ndarray, np.ndarray] | None,
+                     weights: np.ndarray) -> np.ndarray:
+        """Rows of each sentence's token `weights` (summing to 1; 0 on negation cues), times
+        the table; the words in a negation's scope once more, times the table and
+        (scale - 1)."""
         from scipy.sparse import csr_matrix
 
         indptr = np.concatenate([[0], np.cumsum(lengths)])
-        weights = np.repeat((1.0 / lengths).astype(np.float32), lengths)
         shape = (len(lengths), table.shape[0])
         if marks is None:
             return csr_matrix((weights, flat, indptr), shape=shape) @ table
@@ -164,3 +178,12 @@ class MeanEncoder(FolderEncoder):
         return out
 
 
+def token_weights(lengths: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each token's weight in its sentence's mean, each sentence's sum of weights): 1 for the
+    first LEAD_TOKENS tokens, TAIL_WEIGHT after. Where no sentence is longer, the weights are
+    ones and the sums are `lengths` itself."""
+    if int(lengths.max(initial=0)) <= LEAD_TOKENS:
+        return np.ones(int(lengths.sum()), dtype=np.float32), lengths
+    position = np.arange(int(lengths.sum())) - np.repeat(starts, lengths)
+    weights = np.where(position < LEAD_TOKENS, 1.0, TAIL_WEIGHT).astype(np.float32)
+    return weights, np.add.reduceat(weights, starts) if len(weights) else lengths

@@ -15,6 +15,7 @@ import torch
 
 from qtsearch import load_encoder
 from qtsearch.encoders.files import TABLE, read_metrics, read_tensors
+from qtsearch.encoders.mean import LEAD_TOKENS, TAIL_WEIGHT
 from qtsearch.text.datasets.nli import NLIPair, read_nli
 from qtsearch.text.datasets.pairs import drop_overlap, eval_sentences, normalise
 from qtsearch.training.configs import MultitaskConfig
@@ -75,6 +76,24 @@ def test_the_mean_model_encodes_the_mean_of_its_word_rows(mean_model: Path) -> N
     again = load_encoder(mean_model)
     batch = ["a dog runs", "two people sit at a table in a cafe", sentence] * 20
     assert np.array_equal(enc.encode(batch), again.encode(batch))
+
+
+def test_a_long_row_is_read_whole_its_tail_weighing_less(mean_model: Path) -> None:
+    enc = load_encoder(mean_model)
+    table, = read_tensors(mean_model, [TABLE])
+    opening = "A man rides a horse on the beach while two dogs run beside him. " * 5
+    row = opening + "The children build a castle of sand near the water. " * 5
+    ids = enc.token_ids(row)
+    assert len(ids) > LEAD_TOKENS * 2  # read past the training length, not cut at it
+    weights = np.where(np.arange(len(ids)) < LEAD_TOKENS, 1.0, TAIL_WEIGHT)
+    expected = (table[ids] * weights[:, None]).sum(axis=0) / weights.sum()
+    np.testing.assert_allclose(enc.encode([row])[0], expected, rtol=1e-4, atol=1e-6)
+    # the words past the lead count: changing them changes the vector
+    other = opening + "A storm breaks over the old harbour at night. " * 5
+    assert not np.allclose(enc.encode([row])[0], enc.encode([other])[0])
+    # a query (gathered) and a build (one sparse product) weigh a row alike
+    batch = [row, "a dog runs", other] * 100
+    np.testing.assert_allclose(enc.encode(batch)[:3], enc.encode(batch[:3]), atol=1e-5)
 
 
 def test_nli_pairs_sharing_an_evaluation_sentence_are_dropped(shared_data: Path) -> None:

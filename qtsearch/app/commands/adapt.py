@@ -71,7 +71,7 @@ HELP = (
                                        help="Tokens of a document's rest (inverse cloze).")),
     param("max_len", int | None, typer.Option(
         AdaptConfig.max_len,
-        help="Tokens of an indexed text the adapted model reads (default: the base's).")),
+        help="Tokens of a sentence the adapted model trains on (default: the base's).")),
     param("max_minutes", float | None, typer.Option(
         AdaptConfig.max_minutes,
         help="Stop cleanly after this long, the model saved (--resume continues).")),

@@ -32,7 +32,7 @@ class AdaptConfig(RunConfig):
     batch_size: int = 256
     scale: float = 20.0  # cosine × scale are the contrastive logits
     doc_len: int = 256  # tokens of a document's rest in the inverse-cloze task
-    max_len: int | None = None  # the adapted model's tokens per indexed text; None: the base's
+    max_len: int | None = None  # tokens of a training sentence; None: the base's
     max_minutes: float | None = None  # stop cleanly (model saved) after this long
     lr: float = 3e-3
     epochs: int = 3
