@@ -153,6 +153,7 @@ class Manifest:
     added: list[dict[str, Any]] = field(default_factory=list)
     deleted: list[dict[str, Any]] = field(default_factory=list)
     split_sentences: bool = False
+    #: a full-text table was written (None: an index from before it was recorded)
     fts: bool | None = None
     docs: str = "file"
     passage_words: int = PASSAGE_WORDS
@@ -172,7 +173,7 @@ class Manifest:
     def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
         """The typed manifest of `data` (a manifest as compose_manifest makes it); ValueError
         when a REQUIRED key is missing or a key has another shape than SHAPE's."""
-        data = dict(data)  # a caller that changes its dict afterwards changes no Manifest
+        data = dict(data)  # a caller that sets keys of its dict afterwards changes no Manifest
         missing = [k for k in REQUIRED if k not in data]
         wrong = f"missing {', '.join(missing)}" if missing else shape_problem(data, SHAPE)
         if wrong:
@@ -187,7 +188,7 @@ class Manifest:
                                      "split_sentences", "fts", "docs", "passage_words",
                                      "transform", "build", "stages", "input_format")
                 if k in data}
-        if data.get("record_fields"):  # null or [] reads as no fields named
+        if data.get("record_fields"):  # [] names no fields, as (None, None, None) does
             kept["record_fields"] = tuple(data["record_fields"])
         return cls(raw=data, format=data["format"], version=data["version"],
                    count=data["count"], dim=data["dim"], index_type=data["index_type"],
