@@ -15,7 +15,7 @@ from qtsearch.core.disk import NO_SPACE, no_space, read_only_part, remove_tree
 from qtsearch.core.errors import IndexError_, InputError, Interrupted, OutputError
 from qtsearch.index import bm25
 from qtsearch.index.lock import swap_in
-from qtsearch.index.manifest import read_manifest
+from qtsearch.index.manifest import Manifest
 from qtsearch.index.names import META_FILE
 from qtsearch.index.store import MetadataStore
 
@@ -44,15 +44,15 @@ def folder_bytes(folder: Path) -> int:
 def index_info(path: Path) -> dict[str, Any]:
     """The manifest of an index folder plus where it is and its size on disk: what
     `qtsearch info --json` prints and `qtsearch serve` answers at /info."""
-    manifest = read_manifest(path)
+    manifest = Manifest.read(path)
     with MetadataStore.open(Path(path) / META_FILE) as store:
         full_text = store.has_fts()
         rows = store.count()  # reads the table: damage and a short table show here
-    if rows != manifest["count"]:
-        raise IndexError_(f"{path}: the manifest counts {manifest['count']:,} sentences but "
+    if rows != manifest.count:
+        raise IndexError_(f"{path}: the manifest counts {manifest.count:,} sentences but "
                           f"the metadata holds {rows:,} rows; rebuild the index")
-    return {"kind": "index", "path": str(path), **manifest,
-            "transform": manifest.get("transform") or "none (the encoder's own vectors)",
+    return {"kind": "index", "path": str(path), **manifest.to_dict(),
+            "transform": manifest.transform or "none (the encoder's own vectors)",
             "full_text": full_text, "bm25": bm25.exists(Path(path)),
             "bytes_on_disk": folder_bytes(Path(path))}
 

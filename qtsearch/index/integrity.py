@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +52,16 @@ def record(folder: str | os.PathLike) -> dict[str, dict[str, Any]]:
             for p in _files(folder)}
 
 
-def check_sizes(folder: str | os.PathLike, manifest: dict[str, Any]) -> None:
-    """The cheap check of every open: each recorded file is there, readable, with its
-    recorded size (IndexError_ naming the first that is not). Indexes from before the record
-    pass."""
+#: What the manifest's FILES records: {relative path: {"bytes": n, "sha256": hex}}.
+Recorded = Mapping[str, Mapping[str, Any]]
+
+
+def check_sizes(folder: str | os.PathLike, recorded: Recorded) -> None:
+    """The cheap check of every open: each file the manifest records (`recorded`) is there,
+    readable, with its recorded size (IndexError_ naming the first that is not). Indexes from
+    before the record (nothing recorded) pass."""
     folder = Path(folder)
-    for name, want in (manifest.get(FILES) or {}).items():
+    for name, want in recorded.items():
         path = folder / name
         try:
             st = path.stat()
@@ -75,14 +79,14 @@ def check_sizes(folder: str | os.PathLike, manifest: dict[str, Any]) -> None:
                               "written; rebuild the index")
 
 
-def verify(folder: str | os.PathLike, manifest: dict[str, Any]) -> list[str]:
+def verify(folder: str | os.PathLike, recorded: Recorded, count: int) -> list[str]:
     """Every problem `qtsearch check` finds, one line each (empty: the index is whole):
-    recorded files missing, resized or with another sha256, files the record does not list,
-    and counts that disagree (counted only where the files they are read from are whole)."""
+    files the manifest records (`recorded`) missing, resized or with another sha256, files
+    the record does not list, and counts that disagree with the manifest's `count` (counted
+    only where the files they are read from are whole)."""
     folder = Path(folder)
     problems: list[str] = []
     bad: set[str] = set()
-    recorded = manifest.get(FILES) or {}
     for name, want in recorded.items():
         path = folder / name
         problem = _file_problem(path, want)
@@ -94,7 +98,7 @@ def verify(folder: str | os.PathLike, manifest: dict[str, Any]) -> list[str]:
                      "of the index folder)" for p in _files(folder)
                      if p.relative_to(folder).as_posix() not in recorded]
     if not bad & _vector_files():  # faiss may crash on a damaged file (SQLite says so)
-        problems += count_problems(folder, manifest)
+        problems += count_problems(folder, count)
     return problems
 
 
@@ -129,12 +133,12 @@ def damaged(folder: str | os.PathLike, problems: list[str], unchanged: bool = Fa
             ("; nothing was written" if unchanged else "") + "; rebuild the index")
 
 
-def require_whole(folder: str | os.PathLike, manifest: dict[str, Any]) -> None:
-    """What a writer runs before it rewrites an index: the whole `check`, DamagedIndex (one
-    line naming the file) when anything is off. A writer records every file's sha256 anew,
-    so writing over damage would make `check` call it whole; reading every byte costs about
-    what the working copy's own copy of them does."""
-    problems = verify(folder, manifest)
+def require_whole(folder: str | os.PathLike, recorded: Recorded, count: int) -> None:
+    """What a writer runs before it rewrites an index: the whole `check` (`verify`'s
+    arguments), DamagedIndex (one line naming the file) when anything is off. A writer
+    records every file's sha256 anew, so writing over damage would make `check` call it
+    whole; reading every byte costs about what the working copy's own copy of them does."""
+    problems = verify(folder, recorded, count)
     if problems:
         raise DamagedIndex(damaged(folder, problems, unchanged=True))
 
@@ -158,11 +162,11 @@ def counts(folder: Path) -> dict[str, int | None]:
     return {"vectors": vectors, "rows": rows, "full_text_rows": fts}
 
 
-def count_problems(folder: Path, manifest: dict[str, Any]) -> list[str]:
+def count_problems(folder: Path, want: int) -> list[str]:
+    """Where vectors, rows and full-text rows differ from the manifest's count (`want`)."""
     try:
         got = counts(folder)
     except IndexError_ as e:
         return [str(e)]
-    want = manifest["count"]
     return [f"{folder}: {what.replace('_', ' ')} {n:,}, the manifest counts {want:,}"
             for what, n in got.items() if n is not None and n != want]

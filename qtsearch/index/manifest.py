@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from qtsearch.core.config import write_json_atomic
 from qtsearch.core.errors import DamagedIndex, IndexError_
 from qtsearch.core.version import __version__
 from qtsearch.index.names import MANIFEST
+from qtsearch.text.records import PASSAGE_WORDS
 
 FORMAT = "qtsearch-index"
 VERSION = 1
@@ -105,10 +107,105 @@ def read_manifest(index_dir: str | Path) -> dict[str, Any]:
     wrong = shape_problem(data, SHAPE)
     if wrong:
         raise DamagedIndex(f"{path}: corrupt manifest ({wrong}); rebuild the index")
-    from qtsearch.index.integrity import check_sizes
+    from qtsearch.index.integrity import FILES, check_sizes
 
-    check_sizes(folder, data)  # a truncated or replaced file fails here, in one line
+    # a truncated or replaced file fails here, in one line
+    check_sizes(folder, data.get(FILES) or {})
     return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelRef:
+    """The model an index was built with, as its manifest names it; a key the manifest lacks
+    is None."""
+
+    path: str | None = None  # what `load_encoder` takes: a model folder or an encoder's name
+    fingerprint: str | None = None
+    name: str | None = None
+    dim: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Manifest:
+    """A manifest read by attribute: the keys of SHAPE, typed. An optional key the manifest
+    lacks has the value its readers have always taken for it (an index from before the key
+    existed reads as it did). `raw` is the dict itself, every key kept (time stamps, build
+    notes), so a writer that starts from `to_dict()` loses none; the lists and dicts the
+    attributes hold are the manifest's own, not to be changed in place."""
+
+    raw: dict[str, Any] = field(repr=False)
+    format: str
+    version: int
+    count: int
+    #: of the stored vectors, after the transform
+    dim: int
+    index_type: str
+    index_key: str
+    index_params: dict[str, Any]
+    metric: str
+    model: ModelRef
+    #: the encoder's own dimension (None: an index from before it was recorded)
+    model_dim: int | None = None
+    #: {relative path: {"bytes": n, "sha256": hex}} ({}: an index from before the record)
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the input files, {"path", "sha256", "bytes"} each
+    corpus: list[dict[str, Any]] = field(default_factory=list)
+    added: list[dict[str, Any]] = field(default_factory=list)
+    deleted: list[dict[str, Any]] = field(default_factory=list)
+    split_sentences: bool = False
+    #: a full-text table was written (None: an index from before it was recorded)
+    fts: bool | None = None
+    docs: str = "file"
+    passage_words: int = PASSAGE_WORDS
+    #: the records' id, title and text fields (None: the reader's own guess)
+    record_fields: tuple[str | None, ...] = (None, None, None)
+    transform: dict[str, Any] | None = None
+    build: dict[str, Any] = field(default_factory=dict)
+    stages: dict[str, float] = field(default_factory=dict)
+    input_format: str | None = None
+
+    @classmethod
+    def read(cls, index_dir: str | Path) -> Manifest:
+        """`read_manifest`'s manifest, typed (the same checks, the same one-line errors)."""
+        return cls._of(read_manifest(index_dir))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
+        """The typed manifest of `data` (a manifest as compose_manifest makes it); ValueError
+        when a REQUIRED key is missing or a key has another shape than SHAPE's."""
+        data = dict(data)  # a caller that sets keys of its dict afterwards changes no Manifest
+        missing = [k for k in REQUIRED if k not in data]
+        wrong = f"missing {', '.join(missing)}" if missing else shape_problem(data, SHAPE)
+        if wrong:
+            raise ValueError(f"not a manifest: {wrong}")
+        return cls._of(data)
+
+    @classmethod
+    def _of(cls, data: dict[str, Any]) -> Manifest:
+        """`data`, whose keys are checked, typed; missing optional keys get their defaults."""
+        model = data["model"]
+        kept = {k: data[k] for k in ("model_dim", "files", "corpus", "added", "deleted",
+                                     "split_sentences", "fts", "docs", "passage_words",
+                                     "transform", "build", "stages", "input_format")
+                if k in data}
+        if data.get("record_fields"):  # [] names no fields, as (None, None, None) does
+            kept["record_fields"] = tuple(data["record_fields"])
+        return cls(raw=data, format=data["format"], version=data["version"],
+                   count=data["count"], dim=data["dim"], index_type=data["index_type"],
+                   index_key=data["index_key"], index_params=data["index_params"],
+                   metric=data["metric"],
+                   model=ModelRef(**{k: model.get(k) for k in ("path", "fingerprint", "name",
+                                                               "dim")}),
+                   **kept)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest as read, unknown keys included: what a writer updates and writes back."""
+        return dict(self.raw)
+
+    @property
+    def fit(self) -> str:
+        """The transform's spec, as `--fit` takes it ("none": the encoder's own vectors)."""
+        return (self.transform or {}).get("spec", "none")
 
 
 def write_manifest(index_dir: Path, data: dict[str, Any]) -> None:

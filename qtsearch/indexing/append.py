@@ -24,7 +24,7 @@ from qtsearch.index.faiss_backend import FaissBuilder
 from qtsearch.index.folder import file_checksum, swap_in, working_copy
 from qtsearch.index.integrity import require_whole
 from qtsearch.index.lock import real_folder, writer_lock
-from qtsearch.index.manifest import compose_manifest, now, read_manifest, write_manifest
+from qtsearch.index.manifest import Manifest, compose_manifest, now, read_manifest, write_manifest
 from qtsearch.index.names import INDEX_FILE, META_FILE, PARQUET_FILE
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
@@ -37,7 +37,7 @@ from qtsearch.text.reader import (
     list_files,
     read_sentences,
 )
-from qtsearch.text.records import PASSAGE_WORDS, RecordFields, is_records
+from qtsearch.text.records import RecordFields, is_records
 
 
 @dataclass
@@ -50,14 +50,14 @@ class AddResult:
     replaced: int = 0  # rows of records the added ones replaced (upsert)
 
 
-def split_option(manifest: dict[str, Any], split_sentences: bool | None,
+def split_option(manifest: Manifest, split_sentences: bool | None,
                  corpus: Sequence[str | os.PathLike] = (),
                  input_format: str = "auto") -> tuple[bool, str]:
     """Whether `add` splits running text into sentences: as asked, or else as the index was
     built (an index of sentences should not get wrapped line fragments); and the line that
     says how the files of `corpus` are read (records and WikiExtractor articles are never
     split by line, so for them the line names their format; no corpus: text files)."""
-    built = bool(manifest.get("split_sentences", False))
+    built = manifest.split_sentences
     split = built if split_sentences is None else split_sentences
     how = "splitting running text into sentences" if split else "one sentence per line"
     if split_sentences is None:
@@ -67,7 +67,7 @@ def split_option(manifest: dict[str, Any], split_sentences: bool | None,
         text = f"{how} (as asked; the index was built with" + (
             "" if built else "out") + " --split-sentences)"
     kinds = input_kinds(corpus, input_format) if corpus else ["text"]
-    words = manifest.get("passage_words", PASSAGE_WORDS)
+    words = manifest.passage_words
     parts = {"records": "records, " + (f"in passages of up to {words:,} words" if words else
                                        "one passage a record") + " as this index was built",
              "wikiextractor": "WikiExtractor articles, their titles and sections kept",
@@ -112,10 +112,10 @@ def add_to_index(index_dir: str | os.PathLike, corpus: list[str],
                     input_format, allow_duplicates, upsert)
 
 
-def duplicates(manifest: dict[str, Any], sums: list[dict[str, Any]]) -> dict[int, str]:
+def duplicates(manifest: Manifest, sums: list[dict[str, Any]]) -> dict[int, str]:
     """Which of the files `sums` (file_checksum's) are already in the index or repeat an
     earlier one: {position: the note that says so}."""
-    known = {c.get("sha256"): c.get("path") for c in manifest.get("corpus", [])}
+    known = {c.get("sha256"): c.get("path") for c in manifest.corpus}
     notes: dict[int, str] = {}
     for i, c in enumerate(sums):
         if c["sha256"] in known:
@@ -139,7 +139,7 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
     the index only when complete.
     """
     t0 = time.perf_counter()
-    manifest = read_manifest(folder)
+    manifest = Manifest.read(folder)
     split_sentences, _ = split_option(manifest, split_sentences)
     check_format(input_format)
     files = list_files(corpus)
@@ -148,22 +148,22 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
     files = [f for i, f in enumerate(files) if i not in skipped]
     sums = [c for i, c in enumerate(sums) if i not in skipped]
     if not files:  # nothing new: the index stays as it is, not even copied
-        return AddResult(folder, 0, int(manifest["count"]), time.perf_counter() - t0,
+        return AddResult(folder, 0, manifest.count, time.perf_counter() - t0,
                          list(skipped.values()))
-    require_whole(folder, manifest)  # before anything is read from its files
-    model_path = manifest["model"]["path"]
+    require_whole(folder, manifest.files, manifest.count)  # before anything is read from its files
+    model_path = manifest.model.path
     encoder = load_encoder(model_path, device=device)
-    if encoder.fingerprint != manifest["model"]["fingerprint"]:
+    if encoder.fingerprint != manifest.model.fingerprint:
         raise ModelError(f"{model_path}: the model changed since this index was built "
                          f"(fingerprint {encoder.fingerprint} != "
-                         f"{manifest['model']['fingerprint']}); rebuild the index")
+                         f"{manifest.model.fingerprint}); rebuild the index")
     encoder = with_corpus_words(encoder, folder)  # as the build and the queries encode
     transform = VectorTransform.load(folder)  # the index holds vectors fitted at build time
     read_options = {"split": split_sentences, "fmt": input_format,
                     **manifest_read_options(manifest)}
     keep = _rows_kept(folder, files, read_options) if upsert else None
     replaced = 0 if keep is None else int((~keep).sum())
-    corpus_before = manifest["corpus"]
+    corpus_before = manifest.corpus
     with working_copy(folder) as work:
         if keep is not None and replaced:  # the old passages go first (build.delete)
             compact(folder, work, keep)
@@ -195,8 +195,8 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
         added = {"count": n - start, "seconds": round(time.perf_counter() - t0, 3), "at": now(),
                  **({"replaced": replaced} if upsert else {})}
         write_manifest(work, compose_manifest(
-            manifest, count=n, corpus=corpus_before + sums,
-            added=[*manifest.get("added", []), added], fts=True))
+            manifest.to_dict(), count=n, corpus=corpus_before + sums,
+            added=[*manifest.added, added], fts=True))
     swap_in(work, folder)
     return AddResult(folder, n - start, n, time.perf_counter() - t0, list(skipped.values()),
                      replaced)
@@ -233,13 +233,11 @@ def _unwarned() -> Iterator[None]:
         log.removeFilter(other_threads)
 
 
-def manifest_read_options(manifest: dict[str, Any]) -> dict[str, Any]:
+def manifest_read_options(manifest: Manifest) -> dict[str, Any]:
     """How the index read its documents (records' passages and fields, running text's
     document unit), for `read_sentences`: `add` reads more text the same way."""
-    fields = manifest.get("record_fields") or [None, None, None]
-    return {"docs": manifest.get("docs", "file"),
-            "passage_words": manifest.get("passage_words", PASSAGE_WORDS),
-            "fields": RecordFields(*fields)}
+    return {"docs": manifest.docs, "passage_words": manifest.passage_words,
+            "fields": RecordFields(*manifest.record_fields)}
 
 
 def fill_fts(store: MetadataStore, first_id: int) -> int:

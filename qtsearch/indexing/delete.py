@@ -25,7 +25,7 @@ from qtsearch.index.compact import keep_rows
 from qtsearch.index.folder import swap_in, working_copy
 from qtsearch.index.integrity import counts, require_whole
 from qtsearch.index.lock import real_folder, writer_lock
-from qtsearch.index.manifest import compose_manifest, now, read_manifest, write_manifest
+from qtsearch.index.manifest import Manifest, compose_manifest, now, read_manifest, write_manifest
 from qtsearch.index.names import INDEX_FILE, META_FILE, PARQUET_FILE
 from qtsearch.index.store import MetadataStore
 
@@ -69,8 +69,8 @@ def delete_from_index(index_dir: str | os.PathLike, doc_ids: Sequence[str] = (),
 
 def _delete(folder: Path, doc_ids: list[str], where: Condition | None) -> DeleteResult:
     t0 = time.perf_counter()
-    manifest = read_manifest(folder)
-    require_whole(folder, manifest)  # before anything is read from its files
+    manifest = Manifest.read(folder)
+    require_whole(folder, manifest.files, manifest.count)  # before anything is read from its files
     total = whole_count(folder)
     with MetadataStore.open(folder / META_FILE) as store:
         drop = matching_rows(store, doc_ids, where)
@@ -87,8 +87,8 @@ def _delete(folder: Path, doc_ids: list[str], where: Condition | None) -> Delete
         done = {"count": len(drop), "where": asked,
                 "seconds": round(time.perf_counter() - t0, 3), "at": now()}
         write_manifest(work, compose_manifest(
-            manifest, count=n, corpus=held_files(work, manifest.get("corpus", [])),
-            deleted=[*manifest.get("deleted", []), done]))
+            manifest.to_dict(), count=n, corpus=held_files(work, manifest.corpus),
+            deleted=[*manifest.deleted, done]))
     swap_in(work, folder)
     return DeleteResult(folder, len(drop), n, time.perf_counter() - t0, note)
 

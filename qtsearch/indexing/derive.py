@@ -20,7 +20,7 @@ from qtsearch.encoders.corpus_words import CORPUS_WORDS
 from qtsearch.index import bm25
 from qtsearch.index.faiss_backend import open_faiss_index
 from qtsearch.index.folder import folder_bytes, swap_in
-from qtsearch.index.manifest import compose_manifest, now, read_manifest, write_manifest
+from qtsearch.index.manifest import Manifest, compose_manifest, now, write_manifest
 from qtsearch.index.names import CONFIG_FILE, INDEX_FILE, META_FILE, PARQUET_FILE
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import TRANSFORM_FILE, TRANSFORM_JSON
@@ -38,9 +38,9 @@ class _FromIndex(Builder):
     def __init__(self, source: Path, config: IndexConfig, reporter: Reporter | None):
         super().__init__(config, reporter)
         self.source = source
-        self.source_manifest = read_manifest(source)
-        if self.source_manifest["index_type"] != "flat":
-            raise UsageError(f"{source}: is a {self.source_manifest['index_type']} index; "
+        self.source_manifest = Manifest.read(source)
+        if self.source_manifest.index_type != "flat":
+            raise UsageError(f"{source}: is a {self.source_manifest.index_type} index; "
                              f"only a flat index holds the exact vectors to build from")
         self.vectors = open_faiss_index(source / INDEX_FILE, mmap=True)  # only read from
 
@@ -59,7 +59,7 @@ class _FromIndex(Builder):
         self.state.update({"read": {"count": n, "shards": -(-n // step)}, "index": None,
                            "stages": dict.fromkeys(STAGES, 0.0)})
         with self.reporter:
-            self._index(int(self.source_manifest["dim"]))
+            self._index(self.source_manifest.dim)
         t0 = time.perf_counter()
         for name in (META_FILE, PARQUET_FILE, TRANSFORM_FILE, TRANSFORM_JSON, CORPUS_WORDS):
             if (self.source / name).is_file():
@@ -75,12 +75,12 @@ class _FromIndex(Builder):
         self.state.timed("metadata", t0)
         info, src = self.state["index"], self.source_manifest
         manifest = compose_manifest(
-            src, **manifest_fields(info), stages=dict(self.state["stages"]), created=now(),
-            fts=True,
-            build={**src.get("build", {}), **build_fields(info),
+            src.to_dict(), **manifest_fields(info), stages=dict(self.state["stages"]),
+            created=now(), fts=True,
+            build={**src.build, **build_fields(info),
                    "shard_size": self.config.shard_size,
                    "derived_from": {"path": str(self.source.resolve()),
-                                    "stages": src.get("stages", {})}})
+                                    "stages": src.stages}})
         save_config(self.config, self.partial / CONFIG_FILE)
         write_manifest(self.partial, manifest)
         (self.partial / STATE_FILE).unlink()
@@ -95,14 +95,13 @@ def build_from_index(source: str | os.PathLike, out: str | os.PathLike, index_ty
     index `source`. Its manifest records the source under build.derived_from; its stages hold
     only the work done here."""
     folder = Path(source)
-    manifest = read_manifest(folder)
-    config = IndexConfig(corpus=[c["path"] for c in manifest.get("corpus", [])],
-                         model=manifest["model"].get("path"), out=str(out), index=index_type,
-                         split_sentences=bool(manifest.get("split_sentences", False)),
+    manifest = Manifest.read(folder)
+    config = IndexConfig(corpus=[c["path"] for c in manifest.corpus],
+                         model=manifest.model.path, out=str(out), index=index_type,
+                         split_sentences=manifest.split_sentences,
                          device=device, parquet=(folder / PARQUET_FILE).is_file(),
-                         shard_size=int(manifest.get("build", {}).get("shard_size", 50_000)),
-                         overwrite=overwrite,
-                         fit=(manifest.get("transform") or {}).get("spec", "none"))
+                         shard_size=int(manifest.build.get("shard_size", 50_000)),
+                         overwrite=overwrite, fit=manifest.fit)
     if Path(out).resolve() == folder.resolve():
         raise UsageError(f"{out}: the derived index must go to another folder than its source")
     return _FromIndex(folder, config, reporter).run()

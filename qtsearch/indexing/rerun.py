@@ -11,7 +11,7 @@ from typing import Any
 from qtsearch.core.errors import QTSearchError
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.index.folder import file_checksum
-from qtsearch.index.manifest import read_manifest
+from qtsearch.index.manifest import Manifest
 from qtsearch.index.names import CONFIG_FILE
 from qtsearch.indexing.config import IndexConfig
 from qtsearch.indexing.state import STATE_FILE
@@ -24,7 +24,7 @@ def built_before(config: IndexConfig, out: Path) -> dict[str, Any] | None:
     fingerprint), else None. The `state.json` a kill right after the swap left is dropped."""
     try:
         saved = json.loads((out / CONFIG_FILE).read_text(encoding="utf-8"))
-        manifest = read_manifest(out)
+        manifest = Manifest.read(out)
     except (OSError, ValueError, QTSearchError):
         return None
     asked = json.loads(json.dumps(dataclasses.asdict(config)))
@@ -33,10 +33,10 @@ def built_before(config: IndexConfig, out: Path) -> dict[str, Any] | None:
         return None
     corpus = [file_checksum(f) for f in list_files(config.corpus)]
     if [(x["path"], x["sha256"]) for x in corpus] != \
-            [(x.get("path"), x.get("sha256")) for x in manifest.get("corpus", [])]:
+            [(x.get("path"), x.get("sha256")) for x in manifest.corpus]:
         return None
     encoder = load_encoder(config.model, device=config.device, precision=config.precision)
-    if encoder.fingerprint != manifest["model"].get("fingerprint"):
+    if encoder.fingerprint != manifest.model.fingerprint:
         return None
     (out / STATE_FILE).unlink(missing_ok=True)
-    return manifest
+    return manifest.to_dict()

@@ -22,7 +22,7 @@ from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import SentenceEncoder
 from qtsearch.index.folder import index_info
 from qtsearch.index.integrity import verify
-from qtsearch.index.manifest import read_manifest
+from qtsearch.index.manifest import Manifest
 from qtsearch.indexing.append import AddResult, add_to_index, manifest_read_options, split_option
 from qtsearch.indexing.config import IndexConfig
 from qtsearch.indexing.delete import DeleteResult, delete_from_index
@@ -123,7 +123,7 @@ class Index:
     def _add(self, source: Source, split_sentences: bool | None, input_format: str,
              allow_duplicates: bool, reporter: Reporter | None, wait: float | None,
              upsert: bool) -> AddResult:
-        manifest = read_manifest(self.path)
+        manifest = Manifest.read(self.path)
         split, _ = split_option(manifest, split_sentences)
         fields = manifest_read_options(manifest)["fields"]
         with corpus_files(source, split, fields) as corpus:
@@ -230,7 +230,8 @@ class Index:
     def check(self) -> list[str]:
         """What `qtsearch check` finds, one line a problem (empty: the index is whole): each
         file against its recorded sha256, and vectors, rows and the manifest's count."""
-        return verify(self.path, read_manifest(self.path))
+        manifest = Manifest.read(self.path)
+        return verify(self.path, manifest.files, manifest.count)
 
     def __repr__(self) -> str:
         return f"Index({str(self.path)!r}: {self._searcher.describe()})"

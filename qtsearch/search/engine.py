@@ -23,8 +23,9 @@ import numpy as np
 
 from qtsearch.core.errors import IndexError_, InputError, UsageError
 from qtsearch.encoders.neural import Encoder
-from qtsearch.index import INDEX_FILE, META_FILE, read_manifest
+from qtsearch.index import INDEX_FILE, META_FILE
 from qtsearch.index.backend import VectorBackend, open_backend, search_subset
+from qtsearch.index.manifest import Manifest
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
 from qtsearch.search.analogy import analogy
@@ -62,7 +63,7 @@ class Searcher:
     """An opened index folder: `search`, `search_ids`, `analogy` and `context`, callable from
     many threads at once (`qtsearch serve` shares one between all its requests)."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any], encoder: Encoder,
+    def __init__(self, path: Path, manifest: Manifest, encoder: Encoder,
                  backend: VectorBackend, store: MetadataStore,
                  transform: VectorTransform | None = None,
                  lexical: LexicalSearch | None = None):
@@ -75,7 +76,7 @@ class Searcher:
         self.lexical = lexical
         self.count = backend.ntotal
         self.params = backend.params
-        self.set_params(manifest.get("index_params") or {})
+        self.set_params(manifest.index_params)
         self.default_mode = "hybrid" if lexical is not None else "semantic"
         # BM25's weight in the convex fusion: the model's own when its folder records one,
         # moved towards the passages' weight by the rows' mean length; k1 and b: the files'
@@ -98,7 +99,7 @@ class Searcher:
         `params` override the manifest's search-time parameters (e.g. {"nprobe": 32}).
         """
         folder = Path(path)
-        manifest = read_manifest(folder)
+        manifest = Manifest.read(folder)
         encoder = model_for(folder, manifest, model, device, precision)
         transform = VectorTransform.load(folder)
         backend = open_backend(folder / INDEX_FILE, encoder.device)
@@ -121,7 +122,7 @@ class Searcher:
             except IndexError_ as e:  # the user's override, not the index, is at fault
                 index.close()
                 raise UsageError(f"search parameters {params} do not apply to a "
-                                 f"{index.index_type} index ({index.manifest['index_key']}); "
+                                 f"{index.index_type} index ({index.manifest.index_key}); "
                                  "IVF takes nprobe, HNSW efSearch, refined IVF-PQ "
                                  "also k_factor_rf") from e
         return index
@@ -130,7 +131,7 @@ class Searcher:
 
     @property
     def index_type(self) -> str:
-        return str(self.manifest.get("index_type", "?"))
+        return self.manifest.index_type
 
     def set_params(self, params: dict[str, Any]) -> None:
         """Apply search-time parameters by name (nprobe, efSearch, k_factor_rf)."""
@@ -375,7 +376,7 @@ class Searcher:
         """One line for humans: size, index type, parameters, model and search mode."""
         params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                            for k, v in self.params.items())
-        model = (self.manifest.get("model") or {}).get("name") or self.encoder.name
+        model = self.manifest.model.name or self.encoder.name
         return (f"{self.count:,} sentences, {self.index_type} index"
                 f"{f' ({params})' if params else ''}, model {model} ({self.encoder.dim}-d), "
                 f"{self.default_mode} search")

@@ -6,47 +6,48 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any
 
 from qtsearch.core.errors import IndexError_, ModelError
 from qtsearch.encoders.base import FolderEncoder
 from qtsearch.encoders.corpus_words import with_corpus_words
 from qtsearch.encoders.registry import EXTERNAL_ENCODERS, load_encoder
 from qtsearch.index.backend import VectorBackend
+from qtsearch.index.manifest import Manifest
 from qtsearch.index.transform import VectorTransform
 
 
-def model_for(folder: Path, manifest: dict[str, Any],
+def model_for(folder: Path, manifest: Manifest,
               model: str | os.PathLike | FolderEncoder | None, device: str,
               precision: str) -> FolderEncoder:
     """The index's own model (or `model`, refused unless its fingerprint is the index's)."""
-    info = manifest.get("model") or {}
+    info = manifest.model
     if model is not None and not isinstance(model, (str, os.PathLike)):
         encoder = model  # an encoder object, ours or external
     elif model is not None:
         encoder = load_encoder(model, device=device, precision=precision)
     else:
-        where = info.get("path")
+        where = info.path
         if not where:
             raise IndexError_(f"{folder}: the manifest names no model; pass a model")
         if where not in EXTERNAL_ENCODERS and not Path(where).exists():
             raise ModelError(f"the model this index was built with is gone ({where}); "
                              "pass the same model with --model")
         encoder = load_encoder(where, device=device, precision=precision)
-    expected = info.get("fingerprint")
+    expected = info.fingerprint
     if expected and encoder.fingerprint != expected:
+        name = "?" if info.name is None else info.name
         raise ModelError(
-            f"{folder} was built with model {info.get('name', '?')} (fingerprint {expected}) "
+            f"{folder} was built with model {name} (fingerprint {expected}) "
             f"but {encoder.path} has fingerprint {encoder.fingerprint}: its vectors do not "
             "match this index; use the same model or rebuild the index")
     return with_corpus_words(encoder, folder)  # the rows its build gave its corpus's words
 
 
-def check_dims(folder: Path, manifest: dict[str, Any], encoder: FolderEncoder,
+def check_dims(folder: Path, manifest: Manifest, encoder: FolderEncoder,
                backend: VectorBackend, transform: VectorTransform | None) -> None:
     """Model -> transform -> index dimensions must chain (the manifest's `dim` is the
     index's, after the transform); IndexError_ naming all of them otherwise."""
-    dim = int(manifest.get("dim", backend.d))
+    dim = manifest.dim
     model_dim = transform.in_dim if transform is not None else dim
     if backend.d != dim or encoder.dim != model_dim or (
             transform is not None and transform.out_dim != dim):

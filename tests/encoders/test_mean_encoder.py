@@ -155,7 +155,7 @@ def test_a_models_search_settings_choose_the_fit_and_the_bm25_weight(
         out = tmp_path / f"index-{model.name}"
         build_index(IndexConfig(corpus=[str(corpus)], model=str(model), out=str(out)))
         with Searcher.open(out, device="cpu") as index:
-            fits[model] = (index.manifest["transform"]["spec"], index.settings.lexical_weight)
+            fits[model] = (index.manifest.transform["spec"], index.settings.lexical_weight)
     assert fits[tuned] == ("centre", 0.3)
     spec, weight = fits[mean_model]  # whiten:768, cut to what 41 sentences can fit
     assert spec.startswith("whiten:") and weight == LEXICAL_WEIGHT

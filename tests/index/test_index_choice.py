@@ -108,10 +108,12 @@ def test_build_summary_shows_each_stage_share():
     from rich.console import Console
 
     from qtsearch.app.commands.index import summary_table
+    from qtsearch.index.manifest import Manifest, compose_manifest
 
-    manifest = {"count": 1_000_000, "index_type": "ivf", "dim": 256, "index_key": "IVF1024,SQ8",
-                "stages": {"read": 6.0, "embed": 18.0, "index": 20.0, "metadata": 10.0},
-                "build": {"parallel_stages": True}, "transform": {"spec": "centre"}}
+    manifest = Manifest.from_dict(compose_manifest(
+        count=1_000_000, index_type="ivf", dim=256, index_key="IVF1024,SQ8", index_params={},
+        metric="cosine", model={}, transform={"spec": "centre"}, build={"parallel_stages": True},
+        stages={"read": 6.0, "embed": 18.0, "index": 20.0, "metadata": 10.0}))
     console = Console(width=120, record=True)
     console.print(summary_table(manifest, 1_000_000_000))
     cells = [[c.strip() for c in line.split("│") if c.strip()]

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from qtsearch.app.commands.index import summary_table
 from qtsearch.index import read_manifest
+from qtsearch.index.manifest import Manifest, compose_manifest
 from qtsearch.indexing.index_stage import IndexStage
 
 EMMA = "gutenberg/0003-austen-jane--emma.txt.gz"
@@ -100,10 +101,11 @@ def _lines(table, width=120) -> list[str]:
 
 
 def test_summary_caption_keeps_its_phrases_whole():
-    manifest = {"count": 1_000_000, "index_type": "ivf-pq", "dim": 1200,
-                "index_key": "IVF4096,PQ150x4fsr,Refine(SQfp16)",
-                "stages": {"read": 10.0, "embed": 170.0, "index": 40.0, "metadata": 8.0},
-                "build": {"parallel_stages": True}, "transform": {"spec": "whiten:768"}}
+    manifest = Manifest.from_dict(compose_manifest(
+        count=1_000_000, index_type="ivf-pq", dim=1200, metric="cosine", model={},
+        index_key="IVF4096,PQ150x4fsr,Refine(SQfp16)", index_params={},
+        stages={"read": 10.0, "embed": 170.0, "index": 40.0, "metadata": 8.0},
+        build={"parallel_stages": True}, transform={"spec": "whiten:768"}))
     lines = _lines(summary_table(manifest, 2_345_000_000, resumed=True))
     for phrase in ("ivf-pq (IVF4096,PQ150x4fsr,Refine(SQfp16))", "dim 1200, fit whiten:768",
                    "2.3 GB on disk", "times include earlier, interrupted runs"):

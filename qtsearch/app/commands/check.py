@@ -14,20 +14,20 @@ def check(index: Path = typer.Argument(..., help="An index folder made by build-
     """Verify an index: every file's sha256 against the one its manifest records, and that
     vectors, rows, full-text rows and the manifest's count agree. Reads every byte (seconds
     per GB); exit 5 with the problems in one line when anything is off, 0 when it is whole."""
-    from qtsearch.index.integrity import FILES, counts, damaged, verify
-    from qtsearch.index.manifest import read_manifest
+    from qtsearch.index.integrity import counts, damaged, verify
+    from qtsearch.index.manifest import Manifest
 
-    manifest = read_manifest(index)
-    problems = verify(index, manifest)
+    manifest = Manifest.read(index)
+    problems = verify(index, manifest.files, manifest.count)
     if problems:
         raise DamagedIndex(damaged(index, problems))
-    files = manifest.get(FILES)
+    files = manifest.files
     got = counts(index)
     what = (f"{len(files)} files match their recorded sha256" if files else
             "no checksums recorded (an index built before they were; `add` or a rebuild "
             "records them)")
     agree = " = ".join(k.replace("_", " ") for k, v in got.items() if v is not None)
-    out.print(f"{index}: ok: {what}; {agree} = manifest count = {manifest['count']:,}",
+    out.print(f"{index}: ok: {what}; {agree} = manifest count = {manifest.count:,}",
               highlight=False, soft_wrap=True)
 
 

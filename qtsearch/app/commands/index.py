@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.table import Table
@@ -13,7 +12,7 @@ from qtsearch.app.commands.common import counted, err, out
 from qtsearch.app.progress import RichReporter
 from qtsearch.core.errors import OutputError
 from qtsearch.index.choose import FLAT_MAX, PARTITIONED, SQ8_MAX, WHITEN
-from qtsearch.index.manifest import read_manifest
+from qtsearch.index.manifest import Manifest, read_manifest
 from qtsearch.index.names import META_FILE
 from qtsearch.indexing.config import IndexConfig
 from qtsearch.indexing.state import STAGES
@@ -77,16 +76,15 @@ def _size(n: float) -> str:
     return f"{n:,.1f} GB"
 
 
-def summary_table(manifest: dict[str, Any], bytes_on_disk: int, resumed: bool = False) -> Table:
+def summary_table(manifest: Manifest, bytes_on_disk: int, resumed: bool = False) -> Table:
     """Time per stage and throughput of a finished build. The caption is one phrase a line,
     and the table at least as wide as the longest, so no phrase is ever cut in two; after a
     resumed build the times (and the total) include the earlier, interrupted runs."""
     from qtsearch.indexing.state import total_seconds
 
-    n = manifest["count"]
-    fit = (manifest.get("transform") or {}).get("spec", "none")
-    phrases = [f"{manifest['index_type']} ({manifest['index_key']})",
-               f"dim {manifest['dim']}, fit {fit}", f"{_size(bytes_on_disk)} on disk"]
+    n = manifest.count
+    phrases = [f"{manifest.index_type} ({manifest.index_key})",
+               f"dim {manifest.dim}, fit {manifest.fit}", f"{_size(bytes_on_disk)} on disk"]
     if resumed:
         phrases.append("times include earlier, interrupted runs")
     table = Table(title=f"{counted(n, 'sentence')} indexed", caption="\n".join(phrases),
@@ -97,8 +95,8 @@ def summary_table(manifest: dict[str, Any], bytes_on_disk: int, resumed: bool = 
     # each stage's share of the total: where the time of a rebuild goes (side-by-side stages
     # overlap, so their shares add up to more than 100%)
     table.add_column("share", justify="right")
-    stages = manifest["stages"]
-    parallel = manifest.get("build", {}).get("parallel_stages")
+    stages = manifest.stages
+    parallel = manifest.build.get("parallel_stages")
     total = total_seconds(stages, parallel)
     for name in STAGES:
         secs = stages.get(name, 0.0)
@@ -192,13 +190,14 @@ def build_index_cmd(
         text_field=text_field)
     result = build_on(engine, config, RayOptions(address, workers, gpus_per_worker),
                       reporter=reporter, wait=None if wait else 0.0)
+    manifest = Manifest.from_dict(result.manifest)
     if result.already_built:  # also with --quiet: it says why nothing was done
         err.print(f"{result.path}: already built from the same corpus files, model and "
                   "options; nothing to do (--overwrite builds it again)", highlight=False,
                   soft_wrap=True)
     elif not quiet:
-        out.print(summary_table(result.manifest, result.bytes_on_disk, bool(result.resumed)))
-    out.print(f"index of {counted(result.manifest['count'], 'sentence')} → {result.path}")
+        out.print(summary_table(manifest, result.bytes_on_disk, bool(result.resumed)))
+    out.print(f"index of {counted(manifest.count, 'sentence')} → {result.path}")
 
 
 def adapted(corpus: list[Path], base: Path | None, out_dir: Path, split_sentences: bool,
@@ -244,7 +243,7 @@ def add_cmd(
     from qtsearch.indexing.append import add_to_index, split_option
 
     verbosity(verbose)
-    manifest = read_manifest(index)
+    manifest = Manifest.read(index)
     result = add_to_index(index, [str(p) for p in corpus], split_sentences=split_sentences,
                           device=device, batch_size=batch_size,
                           reporter=RichReporter(not quiet, err), input_format=input_format,

@@ -27,7 +27,7 @@ from typing import Any
 
 from qtsearch.core.errors import InputError, QTSearchError
 from qtsearch.encoders.neural import Encoder
-from qtsearch.index.manifest import read_manifest
+from qtsearch.index.manifest import Manifest
 from qtsearch.index.names import MANIFEST
 from qtsearch.indexing.append import add_to_index, split_option
 from qtsearch.indexing.delete import delete_from_index
@@ -150,7 +150,7 @@ class ServedIndex:
         with self._adding, tempfile.TemporaryDirectory(prefix="qtsearch-add-") as tmp:
             posted = Path(tmp) / source
             posted.write_text(text, encoding="utf-8")
-            split, how = split_option(read_manifest(self.path), split_sentences, [posted],
+            split, how = split_option(Manifest.read(self.path), split_sentences, [posted],
                                       input_format)
             result = add_to_index(self.path, [str(posted)], split_sentences=split,
                                   device=self.device,

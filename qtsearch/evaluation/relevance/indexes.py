@@ -24,7 +24,7 @@ from qtsearch.core.paths import PACKAGE, cache_dir
 from qtsearch.core.progress import Reporter
 from qtsearch.core.version import __version__
 from qtsearch.evaluation.relevance.engine import RelevanceTask
-from qtsearch.index.manifest import read_manifest
+from qtsearch.index.manifest import Manifest
 from qtsearch.index.names import META_FILE
 from qtsearch.index.store import MetadataStore
 from qtsearch.indexing.pipeline import IndexConfig, build_index
@@ -89,7 +89,7 @@ def task_index(task: RelevanceTask, model: str | None, name: str, fingerprint: s
 
 def _usable(folder: Path, count: int) -> bool:
     try:
-        return int(read_manifest(folder).get("count", -1)) == count
+        return Manifest.read(folder).count == count
     except QTSearchError:
         return False
 

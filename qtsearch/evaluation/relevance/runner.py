@@ -31,7 +31,7 @@ from qtsearch.evaluation.relevance.engine import (
     query_metrics,
 )
 from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
-from qtsearch.index.manifest import read_manifest
+from qtsearch.index.manifest import Manifest
 from qtsearch.search.defaults import RERANK_DEPTH
 from qtsearch.search.engine import MODES, QUERY_PRECISION, Searcher
 from qtsearch.search.fusion import SearchSettings
@@ -222,11 +222,11 @@ def run_benchmark(tasks: Sequence[RelevanceTask], systems: Sequence[System],
             start = time.perf_counter()
             folder, built = task_index(task, _model_arg(model), name, encoder_key(encoder),
                                        device, rebuild, reporter)
-            manifest = read_manifest(folder)
+            manifest = Manifest.read(folder)
             run.builds[f"{task.name}|{name}"] = {
                 "built": built, "seconds": round(time.perf_counter() - start, 2),
-                "sentences": manifest["count"], "embed_seconds": manifest["stages"]["embed"],
-                "transform": (manifest.get("transform") or {}).get("spec", "none")}
+                "sentences": manifest.count, "embed_seconds": manifest.stages["embed"],
+                "transform": manifest.fit}
             with Searcher.open(folder, model=encoder, device=device) as index:
                 for s in chosen:
                     with reporter.stage(f"{task.name} · {s.label}", len(task.queries),

@@ -27,7 +27,7 @@ from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation.relevance.indexes import build_code_key, encoder_key
 from qtsearch.evaluation.relevance.runner import LEXICAL, System, WarningCounter
 from qtsearch.evaluation.retrieval import answers, beir
-from qtsearch.index.manifest import read_manifest
+from qtsearch.index.manifest import Manifest, read_manifest
 from qtsearch.indexing.pipeline import IndexConfig, build_index
 from qtsearch.search.engine import QUERY_PRECISION, Searcher
 from qtsearch.search.fusion import SearchSettings
@@ -155,10 +155,10 @@ def run_benchmark(collections: Sequence[Collection], systems: Sequence[System],
             folder, built = collection_index(coll, _model_arg(model), encoder.name,
                                              encoder_key(encoder), passage_words, device,
                                              rebuild, reporter)
-            manifest = read_manifest(folder)
+            manifest = Manifest.read(folder)
             run.builds[f"{coll.name}|{encoder.name}"] = {
                 "built": built, "seconds": round(time.perf_counter() - start, 2),
-                "passages": manifest["count"], "embed_seconds": manifest["stages"]["embed"]}
+                "passages": manifest.count, "embed_seconds": manifest.stages["embed"]}
             with Searcher.open(folder, model=encoder, device=device) as index:
                 index.warm_up(wait=True)
                 for s in chosen:
