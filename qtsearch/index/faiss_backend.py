@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import faiss
 import numpy as np
@@ -132,12 +132,33 @@ def write_faiss_index(index: faiss.Index, path: Path) -> None:
     """Write a CPU index via a temporary name and rename (never half a file under `path`)."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with writing(path, tmp):  # faiss tells a full disk as a failed C++ assertion
-            faiss.write_index(index, str(tmp))
+        with writing(path, tmp), open(tmp, "wb") as fh:  # a full disk: OSError, and below
+            _write_through(index, fh)
         os.replace(tmp, path)
     except RuntimeError as e:
         tmp.unlink(missing_ok=True)
         raise OutputError(f"{path}: cannot write the index ({str(e).splitlines()[-1]})") from e
+
+
+def _write_through(index: faiss.Index, fh: BinaryIO) -> None:
+    """faiss writes into `fh`, a Python file: faiss's own file writer only prints a failed
+    close (the last buffer lost on a full disk) and leaves a short file behind, while Python
+    raises the OSError of any write, the last flush included."""
+    failed: list[BaseException] = []
+
+    def put(data: bytes) -> int:
+        try:
+            return fh.write(data)
+        except BaseException as e:  # faiss reports it as "py err": keep the real one
+            failed.append(e)
+            raise
+
+    try:
+        faiss.write_index(index, faiss.PyCallbackIOWriter(put))
+    except RuntimeError:
+        if failed:
+            raise failed[0] from None
+        raise
 
 
 def write_with_fold(index: faiss.Index, fold: Fold | None, path: Path) -> None:

@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from qtsearch.core.disk import remove_tree
+from qtsearch.core.disk import remove_tree, writing
 from qtsearch.core.errors import BusyError, OutputError
 
 log = logging.getLogger("qtsearch")
@@ -146,7 +146,8 @@ def writer_lock(folder: str | os.PathLike, command: str | None = None,
             raise
         os.close(fd)  # the holder before us removed this file: lock the new one
     try:
-        _write_holder(fd, command or command_line())
+        with writing(path):  # a full disk: one line naming the lock file
+            _write_holder(fd, command or command_line())
         restore(folder)
         yield path
     finally:

@@ -143,6 +143,9 @@ class MetadataStore:
         except (sqlite3.Error, OSError) as e:
             if conn is not None:
                 conn.close()
+            known = None if readonly else sqlite_failure(p, e)
+            if isinstance(known, OutputError):  # a writer's: a full disk, a read-only file
+                raise known from e
             why = (str(e).splitlines() or [type(e).__name__])[0]
             raise IndexError_(f"{p}: not a readable SQLite database ({why})") from e
         if "sentences" not in names:
