@@ -13,7 +13,7 @@ to use its passage weight, `qtsearch.search.fusion.settings_for`). The rule to k
 whose hybrid never falls below its better leg on any test bed.
 
     python benchmarks/hybrid_weights.py [--model MODEL] --sentence-weights 0.2 0.3 0.4 0.5 \
-        --passage-weights 0.6 0.7 [--passage-feedback 0]
+        --passage-weights 0.6 0.7 [--sentence-feedback 0.5] [--passage-feedback 0]
 """
 
 from __future__ import annotations
@@ -66,6 +66,9 @@ def main() -> None:
     parser.add_argument("--passage-feedback", type=float, default=None,
                         help="The semantic leg's feedback over passages (default: the "
                              "index's own, qtsearch.search.fusion.FEEDBACK).")
+    parser.add_argument("--sentence-feedback", type=float, default=None,
+                        help="The semantic leg's feedback over sentences (default: the "
+                             "index's own, none).")
     parser.add_argument("--squad-questions", type=int, default=3000)
     parser.add_argument("--skip", nargs="*", default=[], choices=["squad", "paraphrase", "beir"])
     args = parser.parse_args()
@@ -73,7 +76,9 @@ def main() -> None:
     encoder = load_encoder(args.model, device="cpu", precision=QUERY_PRECISION)
     fingerprint = encoder_key(encoder)
     weights = args.sentence_weights
-    print(f"model: {args.model or 'default'}; *x*: hybrid below its better leg")
+    print(f"model: {args.model or 'default'}; *x*: hybrid below its better leg; feedback "
+          f"over sentences {args.sentence_feedback}, passages {args.passage_feedback} (None: "
+          "the index's own)")
     print("| sentences | semantic | lexical | " + " | ".join(f"w={w}" for w in weights) + " |")
     print("|---|---:|---:|" + "---:|" * len(weights))
     if "squad" not in args.skip:
@@ -84,7 +89,8 @@ def main() -> None:
         folder, _ = collection_index(coll, args.model, encoder.name, fingerprint)
         with Searcher.open(folder, model=encoder, device="cpu") as index:
             print(row(f"SQuAD dev ({len(drawn)} q, MRR@10)", sweep(
-                index, weights, lambda m, s: run_retrieval(index, coll, m, settings=s)["MRR@10"])),
+                index, weights, lambda m, s: run_retrieval(index, coll, m, settings=s)["MRR@10"],
+                args.sentence_feedback)),
                 flush=True)
     if "paraphrase" not in args.skip:
         config = RelevanceConfig(tasks=list(PARAPHRASE))
@@ -94,7 +100,8 @@ def main() -> None:
             with Searcher.open(folder, model=encoder, device="cpu") as index:
                 cells = sweep(index, weights,
                               lambda m, s, i=index, t=task:
-                              run_relevance(i, t, m, settings=s)["MRR@10"])
+                              run_relevance(i, t, m, settings=s)["MRR@10"],
+                              args.sentence_feedback)
             means = [a + c / len(PARAPHRASE) for a, c in zip(means, cells, strict=True)]
             print(row(f"{task.name} (MRR@10)", cells), flush=True)
         print(row("paraphrase mean", means), flush=True)

@@ -38,7 +38,7 @@ RRF_K = 60
 #: (docs/retrieval.md). An index of sentences (SENTENCE_TERMS or fewer) keeps the model's own
 #: weight, chosen on paraphrase retrieval, and no feedback; between the two, both move
 #: linearly with the mean length.
-PASSAGE_LEXICAL_WEIGHT = 0.7
+PASSAGE_LEXICAL_WEIGHT = 0.6
 FEEDBACK = 2.0
 FEEDBACK_HITS = 3
 SENTENCE_TERMS, PASSAGE_TERMS = 20.0, 60.0

@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from qtsearch.encoders.mean import LEAD_TOKENS, TAIL_WEIGHT
 from qtsearch.encoders.nn.quick_thoughts import EncoderConfig
 from qtsearch.text.negation import CUE, END, word_roles
 from qtsearch.text.vocab import Vocab
@@ -55,6 +56,11 @@ class MeanWords(nn.Module):
             roles = self.roles[ids]
             vectors = torch.where(in_scope(roles)[..., None], vectors * self.negated, vectors)
             vectors = torch.where((roles == CUE)[..., None], torch.zeros_like(vectors), vectors)
+        if ids.shape[1] > LEAD_TOKENS:  # a row past the lead: its tail weighs less (as numpy's)
+            position = torch.arange(ids.shape[1], device=ids.device)
+            weights = torch.where(position < LEAD_TOKENS, 1.0, TAIL_WEIGHT).to(vectors.dtype)
+            weights = weights * (position < lengths[:, None])  # padding weighs nothing
+            return (vectors * weights[..., None]).sum(dim=1) / weights.sum(dim=1, keepdim=True)
         summed = vectors.sum(dim=1)
         return summed / lengths[:, None].to(summed.dtype)
 
