@@ -23,7 +23,7 @@ from pathlib import Path
 from qtsearch.core.errors import InputError
 from qtsearch.evaluation.retrieval import beir
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Searcher
+from qtsearch.search.searcher import Searcher
 
 
 def read_corpus(corpus: Path) -> tuple[list[str], list[str]]:

@@ -13,9 +13,9 @@ import statistics
 import time
 
 from qtsearch.encoders.registry import resolve_encoders
-from qtsearch.evaluation.engine import EmbeddingCache, EvalConfig, load_tasks
+from qtsearch.evaluation.harness import EmbeddingCache, EvalConfig, load_tasks
 from qtsearch.evaluation.solvers import SOLVERS
-from qtsearch.evaluation.store import VectorStore
+from qtsearch.evaluation.vector_cache import VectorStore
 
 
 def main() -> None:

@@ -21,10 +21,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from qtsearch.core.paths import data_root
-from qtsearch.evaluation.relevance.engine import RelevanceConfig, load_tasks
 from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
 from qtsearch.evaluation.relevance.runner import run_queries
-from qtsearch.search.engine import QUERY_PRECISION, Searcher
+from qtsearch.evaluation.relevance.tasks_base import RelevanceConfig, load_tasks
+from qtsearch.search.searcher import QUERY_PRECISION, Searcher
 
 #: (label, mode, fusion, whether a lexical-only candidate's cosine is read from the index,
 #: the convex fusion's BM25 weight)

@@ -57,7 +57,7 @@ def main() -> None:
         raise SystemExit("gpu_search: needs a CUDA GPU")
 
     from qtsearch.index.recall import recall_at_k
-    from qtsearch.search.engine import Searcher
+    from qtsearch.search.searcher import Searcher
 
     t = time.perf_counter()
     index = Searcher.open(args.index, device="cuda")

@@ -25,14 +25,14 @@ from dataclasses import replace
 
 from qtsearch.core.paths import data_root
 from qtsearch.encoders.registry import load_encoder
-from qtsearch.evaluation.relevance.engine import RelevanceConfig, load_tasks
 from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
 from qtsearch.evaluation.relevance.runner import run_queries as run_relevance
+from qtsearch.evaluation.relevance.tasks_base import RelevanceConfig, load_tasks
 from qtsearch.evaluation.retrieval import answers, beir
 from qtsearch.evaluation.retrieval.runner import collection_index
 from qtsearch.evaluation.retrieval.runner import run_queries as run_retrieval
-from qtsearch.search.engine import QUERY_PRECISION, Searcher
 from qtsearch.search.fusion import SearchSettings
+from qtsearch.search.searcher import QUERY_PRECISION, Searcher
 
 PARAPHRASE = ("STSB-train", "STSB-dev", "MSRP", "SICK")
 BEIR = (("scifact", "train"), ("nfcorpus", "dev"))

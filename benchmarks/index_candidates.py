@@ -62,7 +62,7 @@ def held_out_vectors(flat: Path, n_queries: int) -> np.ndarray:
     """Held-out sentences embedded as a query is (the index's model and transform)."""
     from query_latency import queries_after
 
-    from qtsearch.search.engine import Searcher
+    from qtsearch.search.searcher import Searcher
 
     texts = queries_after(flat, n_queries)
     with Searcher.open(flat, device="cpu") as idx:

@@ -11,7 +11,7 @@ embedding the corpus again. Queries are held-out sentences read after the first 
 `--wikipedia K` the flat index is built from the first K of the 200 WikiExtractor shards of
 ../shared/data/wikipedia as they are (articles, titles, sections: what `qtsearch build-index`
 makes of them) and the queries are sentences of the next shard. Each index is then opened with
-the search engine, `qtsearch.search.engine.Searcher` (as the CLI and the shell do), and measured:
+the search engine, `qtsearch.search.searcher.Searcher` (as the CLI and the shell do), and measured:
 
 - single-query latency, p50 and p95: end to end (what `Searcher.search([q], k)` costs in the
   index's default mode, hybrid where it has its full-text table: encoding + vector search +
@@ -207,7 +207,7 @@ def measure(folder: Path, queries: list[str], truth: Truth, k: int, single: int,
             sweep: bool) -> dict[str, Any]:
     """Latency, throughput and recall of one index folder, opened as the CLI opens it."""
     from qtsearch.index.recall import recall_at_k
-    from qtsearch.search.engine import Searcher
+    from qtsearch.search.searcher import Searcher
 
     t0 = time.perf_counter()
     idx = Searcher.open(folder, device="cpu")
@@ -393,7 +393,7 @@ def main() -> None:
             derive(flat, flat_manifest, folders[t], t)
 
     from qtsearch.index.recall import TIE_EXTRA, Truth
-    from qtsearch.search.engine import Searcher
+    from qtsearch.search.searcher import Searcher
 
     with Searcher.open(flat, device="cpu") as exact:
         queries = [q for q in queries if exact.encoder.known_words(q) > 0]

@@ -119,7 +119,7 @@ def beir_figures(folder: Path, split: str, model: str) -> dict:
 
 def paraphrase_queries(embeddings, task) -> dict:
     """The relevance benchmark's scoring of one task: K+1 hits, the query's own row dropped."""
-    from qtsearch.evaluation.relevance.engine import mean_metrics, query_metrics
+    from qtsearch.evaluation.relevance.tasks_base import mean_metrics, query_metrics
 
     texts = [task.pool[q.row] for q in task.queries]
     found = embeddings.batchsearch(texts, K + 1)
@@ -130,7 +130,7 @@ def paraphrase_queries(embeddings, task) -> dict:
 
 def paraphrase_figures(model: str) -> dict:
     from qtsearch.core.paths import data_root
-    from qtsearch.evaluation.relevance.engine import RelevanceConfig, load_tasks
+    from qtsearch.evaluation.relevance.tasks_base import RelevanceConfig, load_tasks
 
     config = RelevanceConfig(tasks=["paraphrase"])
     per_task = {}

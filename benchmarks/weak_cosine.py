@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qtsearch.search.engine import Searcher
+from qtsearch.search.searcher import Searcher
 
 STS_DEV = Path(__file__).resolve().parents[2] / "shared/data/sts/stsbenchmark/sts-dev.csv"
 

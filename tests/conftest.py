@@ -143,7 +143,7 @@ def flat(tmp_path_factory: pytest.TempPathFactory, shared_data: Path, tiny_model
 @pytest.fixture(scope="session")
 def api(flat: Path):
     """The flat index opened once through the Python API."""
-    from qtsearch.search.engine import Searcher
+    from qtsearch.search.searcher import Searcher
 
     with Searcher.open(flat) as idx:
         yield idx

@@ -67,7 +67,7 @@ def serving(index: Path, token: Path | None = None, warm_up: bool = False,
 def _warmed(config: Any) -> Any:
     """The served index of `config`, its warm-up finished before it answers."""
     from qtsearch.app.serve.served import ServedIndex
-    from qtsearch.search.engine import Searcher
+    from qtsearch.search.searcher import Searcher
 
     def open_index(encoder: Any) -> Searcher:
         index = Searcher.open(config.index, model=encoder, device=config.device)

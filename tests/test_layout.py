@@ -127,6 +127,28 @@ def test_no_module_over_400_lines() -> None:
         assert len(text.splitlines()) <= 400, path
 
 
+#: Module names too generic to say what they hold once two folders use them: at most one
+#: module of each name in the package (`index/store.py` is the index's metadata store, and the
+#: evaluation's vectors on disk are `evaluation/vector_cache.py`).
+UNIQUE_MODULE_NAMES = ("engine.py", "store.py", "searcher.py", "harness.py", "vector_cache.py",
+                       "tasks_base.py")
+
+
+def test_generic_module_names_are_unique() -> None:
+    for name in UNIQUE_MODULE_NAMES:
+        found = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob(name))
+        assert len(found) <= 1, f"{name} names {len(found)} modules: {found}"
+
+
+def test_no_class_name_ends_with_an_underscore() -> None:
+    """A trailing underscore (dodging a builtin's name) says nothing of what the class is:
+    name it for that instead."""
+    offenders = [f"{path}:{node.lineno} {node.name}" for path, text in _modules()
+                 for node in ast.walk(ast.parse(text))
+                 if isinstance(node, ast.ClassDef) and node.name.endswith("_")]
+    assert not offenders, offenders
+
+
 def _assigned_attributes(tree: ast.AST) -> Iterator[tuple[ast.Attribute, int]]:
     """Every attribute an assignment, augmented or annotated, or a setattr call with a literal
     name sets, with its line."""

@@ -22,11 +22,11 @@ from rich.text import Text
 
 from qtsearch.core.errors import QTSearchError, UsageError
 from qtsearch.search.defaults import RERANK_DEPTH, TOP_K
-from qtsearch.search.engine import CONTEXT_WINDOW, MODES, Hit, Record, Searcher
 from qtsearch.search.explain import Explainer
 from qtsearch.search.filters import parse_where
 from qtsearch.search.hits import UNITS, Results
 from qtsearch.search.rerank import Reranker
+from qtsearch.search.searcher import CONTEXT_WINDOW, MODES, Hit, Record, Searcher
 
 PROMPT = "qtsearch> "
 HISTORY_LENGTH = 2000

@@ -26,11 +26,11 @@ class ModelError(QTSearchError):
     code = 4
 
 
-class IndexError_(QTSearchError):
+class UnusableIndex(QTSearchError):
     code = 5
 
 
-class DamagedIndex(IndexError_):
+class DamagedIndex(UnusableIndex):
     """An index whose files are damaged (not merely missing or of another version): the server
     answers 500, the index's own failure, not the request's (qtsearch.app.serve.limits)."""
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from qtsearch.core.config import save_tensors
-from qtsearch.core.errors import IndexError_
+from qtsearch.core.errors import UnusableIndex
 from qtsearch.core.sorted_lines import find_line, line_blob
 from qtsearch.encoders.base import TokenEncoder
 
@@ -184,10 +184,10 @@ class CorpusWords:
                 self._index = {w: i for i, w in enumerate(words)}  # the last row of a repeat
                 listed = len(words)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-            raise IndexError_(f"{path}: not a valid corpus-words file ({e}); rebuild the "
+            raise UnusableIndex(f"{path}: not a valid corpus-words file ({e}); rebuild the "
                               "index") from e
         if meta.get("format") != FORMAT or self.rows.ndim != 2 or listed != len(self.rows):
-            raise IndexError_(f"{path}: not a qtsearch corpus-words file; rebuild the index")
+            raise UnusableIndex(f"{path}: not a qtsearch corpus-words file; rebuild the index")
         self.dim = int(self.rows.shape[1])
 
     def __len__(self) -> int:
@@ -230,7 +230,7 @@ def load_corpus_words(folder: str | os.PathLike) -> tuple[list[str], np.ndarray]
 
 def _check_dim(encoder: MeanEncoder, dim: int) -> None:
     if dim != encoder.dim:
-        raise IndexError_(f"corpus words are {dim}-d, the model {encoder.dim}-d; "
+        raise UnusableIndex(f"corpus words are {dim}-d, the model {encoder.dim}-d; "
                           "rebuild the index")
 
 

@@ -3,7 +3,7 @@ reference figures. Shared by the Rich table and the Markdown output (docs/benchm
 
 from __future__ import annotations
 
-from qtsearch.evaluation.engine import EvalRun, Task
+from qtsearch.evaluation.harness import EvalRun, Task
 from qtsearch.evaluation.tasks.reference import REFERENCE
 
 #: Metrics shown as percentages (one decimal); everything else is a fraction (three decimals).

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from qtsearch.core.disk import writing
-from qtsearch.core.errors import DamagedIndex, IndexError_
+from qtsearch.core.errors import DamagedIndex, UnusableIndex
 from qtsearch.core.sorted_lines import find_line, line_blob
 from qtsearch.text.terms import WORD, Analyzer
 
@@ -85,7 +85,7 @@ def _invert(rows: Iterable[tuple[int, str]], analyzer: Analyzer, vocab: dict[str
     for chunk in _chunks(rows, CHUNK):
         ids = [i for i, _ in chunk]
         if ids[0] != expected or ids[-1] != expected + len(ids) - 1:
-            raise IndexError_(f"BM25 index: rows must have consecutive ids from {first_row}")
+            raise UnusableIndex(f"BM25 index: rows must have consecutive ids from {first_row}")
         expected += len(ids)
         words = [findall(text.casefold()) for _, text in chunk]
         flat = list(itertools.chain.from_iterable(words))
@@ -181,7 +181,7 @@ def append(folder: Path, rows: Iterable[tuple[int, str]]) -> int:
     score exact; returns the number of rows added."""
     old = Bm25Index.open(folder)
     if old is None:
-        raise IndexError_(f"{folder}: no BM25 files to add to")
+        raise UnusableIndex(f"{folder}: no BM25 files to add to")
     vocab = {t: i for i, t in enumerate(old.terms)}
     new_terms, new_rows, new_tfs, new_lengths = _invert(rows, Analyzer(), vocab, old.count)
     old_terms = np.repeat(np.arange(len(old.indptr) - 1, dtype=np.int64), np.diff(old.indptr))
@@ -201,7 +201,7 @@ def keep_rows(folder: Path, keep: np.ndarray) -> int:
     left, far faster than indexing the rows anew. Returns the rows."""
     old = Bm25Index.open(folder)
     if old is None or old.count != len(keep):
-        raise IndexError_(f"{folder}: no BM25 files of {len(keep):,} rows to delete from")
+        raise UnusableIndex(f"{folder}: no BM25 files of {len(keep):,} rows to delete from")
     rows = np.asarray(old.rows, dtype=np.int64)
     held = keep[rows]
     counts = np.bincount(np.repeat(np.arange(len(old.indptr) - 1), np.diff(old.indptr))[held],
@@ -276,7 +276,7 @@ class Bm25Index:
         if not isinstance(info, dict):
             raise self.damaged("info.json", "not a JSON object")
         if info.get("format") != FORMAT:
-            raise IndexError_(f"{self.path}: BM25 files of format {info.get('format')!r}, this "
+            raise UnusableIndex(f"{self.path}: BM25 files of format {info.get('format')!r}, this "
                               f"qtsearch reads {FORMAT}; rebuild the index")
         for key in ("rows", "terms", "postings"):
             if type(info.get(key)) is not int or info[key] < 0:

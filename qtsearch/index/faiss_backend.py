@@ -21,7 +21,7 @@ import numpy as np
 
 from qtsearch.core.device import cuda_available
 from qtsearch.core.disk import writing
-from qtsearch.core.errors import IndexError_, OutputError, UsageError
+from qtsearch.core.errors import OutputError, UnusableIndex, UsageError
 from qtsearch.index.fold import FOLD_FILE, Fold, Folder
 
 if TYPE_CHECKING:  # torch: only builds and searches on a GPU import it
@@ -62,7 +62,7 @@ def apply_search_params(index: faiss.Index, params: dict[str, Any]) -> None:
         try:
             space.set_index_parameter(index, name, float(value))
         except RuntimeError as e:
-            raise IndexError_(f"search parameter {name}={value} does not apply to this index "
+            raise UnusableIndex(f"search parameter {name}={value} does not apply to this index "
                               f"({str(e).splitlines()[-1]})") from e
 
 
@@ -107,7 +107,7 @@ def search_rows(index: faiss.Index, fold: Fold | None, queries: np.ndarray,
 
 
 def open_faiss_index(path: str | os.PathLike, mmap: bool = False) -> faiss.Index:
-    """Read an index file; IndexError_ with one clear line when it is missing or corrupt.
+    """Read an index file; UnusableIndex with one clear line when it is missing or corrupt.
 
     `mmap=True` maps the vector/code arrays of the file instead of reading them (faiss
     IO_FLAG_MMAP_IFC: flat, scalar-quantizer and HNSW storage, the refine codes of IVF-PQ), so
@@ -117,14 +117,14 @@ def open_faiss_index(path: str | os.PathLike, mmap: bool = False) -> faiss.Index
     """
     p = Path(path)
     if not p.is_file():
-        raise IndexError_(f"{p}: index file is missing")
+        raise UnusableIndex(f"{p}: index file is missing")
     try:
         if mmap:
             with contextlib.suppress(RuntimeError):
                 return faiss.read_index(str(p), faiss.IO_FLAG_MMAP_IFC)
         return faiss.read_index(str(p))
     except RuntimeError as e:
-        raise IndexError_(f"{p}: corrupt or unreadable faiss index "
+        raise UnusableIndex(f"{p}: corrupt or unreadable faiss index "
                           f"({str(e).strip().splitlines()[-1]})") from e
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from qtsearch.core.config import with_umask
-from qtsearch.core.errors import IndexError_
+from qtsearch.core.errors import UnusableIndex
 
 FOLD_FILE = "fold.safetensors"
 #: Vectors whose components all differ by at most this are one vector. Not 0: the same
@@ -107,7 +107,7 @@ class Fold:
     @classmethod
     def load(cls, folder: str | os.PathLike, nodes: int) -> Fold | None:
         """The fold saved in `folder` for a graph of `nodes` nodes, or None where there is none
-        (one node per row); IndexError_ for a file that is not such a fold."""
+        (one node per row); UnusableIndex for a file that is not such a fold."""
         path = Path(folder) / FOLD_FILE
         if not path.is_file():
             return None
@@ -116,11 +116,11 @@ class Fold:
         try:
             node_of_row = load_file(str(path))["node_of_row"]
         except Exception as e:  # safetensors raises its own error types, KeyError
-            raise IndexError_(f"{path}: corrupt or unreadable fold ({e})") from e
+            raise UnusableIndex(f"{path}: corrupt or unreadable fold ({e})") from e
         fold = cls(node_of_row)
         if node_of_row.ndim != 1 or (fold.rows and (int(node_of_row.min()) < 0
                                                     or fold.nodes != nodes)):
-            raise IndexError_(f"{path}: does not match the index beside it ({fold.nodes:,} "
+            raise UnusableIndex(f"{path}: does not match the index beside it ({fold.nodes:,} "
                               f"nodes against {nodes:,}); rebuild the index")
         return fold
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from qtsearch.core.disk import NO_SPACE, no_space, read_only_part, remove_tree
-from qtsearch.core.errors import IndexError_, InputError, Interrupted, OutputError
+from qtsearch.core.errors import InputError, Interrupted, OutputError, UnusableIndex
 from qtsearch.index import bm25
 from qtsearch.index.lock import swap_in
 from qtsearch.index.manifest import Manifest
@@ -49,7 +49,7 @@ def index_info(path: Path) -> dict[str, Any]:
         full_text = store.has_fts()
         rows = store.count()  # reads the table: damage and a short table show here
     if rows != manifest.count:
-        raise IndexError_(f"{path}: the manifest counts {manifest.count:,} sentences but "
+        raise UnusableIndex(f"{path}: the manifest counts {manifest.count:,} sentences but "
                           f"the metadata holds {rows:,} rows; rebuild the index")
     return {"kind": "index", "path": str(path), **manifest.to_dict(),
             "transform": manifest.transform or "none (the encoder's own vectors)",

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from qtsearch.core.errors import DamagedIndex, IndexError_
+from qtsearch.core.errors import DamagedIndex, UnusableIndex
 
 #: The manifest key holding {relative path: {"bytes": n, "sha256": hex}}.
 FILES = "files"
@@ -58,7 +58,7 @@ Recorded = Mapping[str, Mapping[str, Any]]
 
 def check_sizes(folder: str | os.PathLike, recorded: Recorded) -> None:
     """The cheap check of every open: each file the manifest records (`recorded`) is there,
-    readable, with its recorded size (IndexError_ naming the first that is not). Indexes from
+    readable, with its recorded size (UnusableIndex naming the first that is not). Indexes from
     before the record (nothing recorded) pass."""
     folder = Path(folder)
     for name, want in recorded.items():
@@ -66,15 +66,15 @@ def check_sizes(folder: str | os.PathLike, recorded: Recorded) -> None:
         try:
             st = path.stat()
         except FileNotFoundError:
-            raise IndexError_(f"{path}: missing (the manifest records it); rebuild the "
+            raise UnusableIndex(f"{path}: missing (the manifest records it); rebuild the "
                               "index") from None
         except PermissionError:
-            raise IndexError_(f"{path}: permission denied") from None
+            raise UnusableIndex(f"{path}: permission denied") from None
         if not os.access(path, os.R_OK):  # else faiss, SQLite and safetensors each blame damage
-            raise IndexError_(f"{path}: permission denied (this user cannot read it; its owner "
+            raise UnusableIndex(f"{path}: permission denied (this user cannot read it; its owner "
                               "can make it readable with chmod a+r)")
         if stat.S_ISREG(st.st_mode) and st.st_size != want.get("bytes"):
-            raise IndexError_(f"{path}: {st.st_size:,} bytes where the manifest records "
+            raise UnusableIndex(f"{path}: {st.st_size:,} bytes where the manifest records "
                               f"{want.get('bytes', 0):,}: damaged or changed since it was "
                               "written; rebuild the index")
 
@@ -166,7 +166,7 @@ def count_problems(folder: Path, want: int) -> list[str]:
     """Where vectors, rows and full-text rows differ from the manifest's count (`want`)."""
     try:
         got = counts(folder)
-    except IndexError_ as e:
+    except UnusableIndex as e:
         return [str(e)]
     return [f"{folder}: {what.replace('_', ' ')} {n:,}, the manifest counts {want:,}"
             for what, n in got.items() if n is not None and n != want]

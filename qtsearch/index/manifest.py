@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from qtsearch.core.config import write_json_atomic
-from qtsearch.core.errors import DamagedIndex, IndexError_
+from qtsearch.core.errors import DamagedIndex, UnusableIndex
 from qtsearch.core.version import __version__
 from qtsearch.index.names import MANIFEST
 from qtsearch.text.records import PASSAGE_WORDS
@@ -79,31 +79,31 @@ def _wrong(value: Any, want: str, where: str) -> str:
 
 
 def read_manifest(index_dir: str | Path) -> dict[str, Any]:
-    """The manifest of an index folder; IndexError_ (one clear line) when missing or corrupt."""
+    """The manifest of an index folder; UnusableIndex (one clear line) when missing or corrupt."""
     folder = Path(index_dir)
     if not folder.exists():
         from qtsearch.index.lock import restore_if_missing
 
         # a writer killed mid-swap left the old index beside the path: put it back
         if not restore_if_missing(folder):
-            raise IndexError_(f"{folder}: no such index folder")
+            raise UnusableIndex(f"{folder}: no such index folder")
     if not folder.is_dir():
-        raise IndexError_(f"{folder}: not an index folder (it is a file)")
+        raise UnusableIndex(f"{folder}: not an index folder (it is a file)")
     path = folder / MANIFEST
     if not path.is_file():
-        raise IndexError_(f"{folder}: not a qtsearch index (no {MANIFEST})")
+        raise UnusableIndex(f"{folder}: not a qtsearch index (no {MANIFEST})")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise IndexError_(f"{path}: corrupt manifest ({e})") from e
+        raise UnusableIndex(f"{path}: corrupt manifest ({e})") from e
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise IndexError_(f"{path}: not a qtsearch index manifest")
+        raise UnusableIndex(f"{path}: not a qtsearch index manifest")
     if data.get("version") != VERSION:
-        raise IndexError_(f"{path}: index format version {data.get('version')!r} is not "
+        raise UnusableIndex(f"{path}: index format version {data.get('version')!r} is not "
                           f"supported (this qtsearch reads version {VERSION}); rebuild the index")
     missing = [k for k in REQUIRED if k not in data]
     if missing:
-        raise IndexError_(f"{path}: corrupt manifest (missing {', '.join(missing)})")
+        raise UnusableIndex(f"{path}: corrupt manifest (missing {', '.join(missing)})")
     wrong = shape_problem(data, SHAPE)
     if wrong:
         raise DamagedIndex(f"{path}: corrupt manifest ({wrong}); rebuild the index")

@@ -20,7 +20,7 @@ import numpy as np
 
 from qtsearch.core import budget
 from qtsearch.core.disk import writing
-from qtsearch.core.errors import IndexError_, OutputError
+from qtsearch.core.errors import OutputError, UnusableIndex
 from qtsearch.index.failures import sqlite_failure
 from qtsearch.index.schema import (
     COLUMNS,
@@ -131,10 +131,10 @@ class MetadataStore:
 
     @classmethod
     def open(cls, path: str | os.PathLike, readonly: bool = True) -> MetadataStore:
-        """Open an existing store; a missing or corrupt file raises IndexError_."""
+        """Open an existing store; a missing or corrupt file raises UnusableIndex."""
         p = Path(path)
         if not p.is_file():
-            raise IndexError_(f"{p}: metadata database is missing")
+            raise UnusableIndex(f"{p}: metadata database is missing")
         conn = None
         try:
             conn = _connect(p, readonly=readonly)
@@ -147,10 +147,10 @@ class MetadataStore:
             if isinstance(known, OutputError):  # a writer's: a full disk, a read-only file
                 raise known from e
             why = (str(e).splitlines() or [type(e).__name__])[0]
-            raise IndexError_(f"{p}: not a readable SQLite database ({why})") from e
+            raise UnusableIndex(f"{p}: not a readable SQLite database ({why})") from e
         if "sentences" not in names:
             conn.close()
-            raise IndexError_(f"{p}: no `sentences` table (not a qtsearch metadata database)")
+            raise UnusableIndex(f"{p}: no `sentences` table (not a qtsearch metadata database)")
         store = cls(p, conn, readonly=readonly)
         if not readonly:
             store._add_missing_columns()

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from qtsearch.core.config import save_tensors, write_json_atomic
-from qtsearch.core.errors import IndexError_, UsageError
+from qtsearch.core.errors import UnusableIndex, UsageError
 from qtsearch.index.choose import PARTITIONED, SQ8_MAX, WHITEN
 
 TRANSFORM_FILE = "transform.safetensors"
@@ -131,7 +131,7 @@ class VectorTransform:
         """float32 [n, out_dim], rows L2-normalised (a row that ends at zero stays zero)."""
         x = np.asarray(x, dtype=np.float32)
         if x.ndim != 2 or x.shape[1] != self.in_dim:
-            raise IndexError_(f"vectors of dim {x.shape[-1]} given to a transform fitted on "
+            raise UnusableIndex(f"vectors of dim {x.shape[-1]} given to a transform fitted on "
                               f"dim {self.in_dim}")
         y = x - self.mean
         if self.kind == "whiten":
@@ -155,7 +155,7 @@ class VectorTransform:
     @classmethod
     def load(cls, folder: str | os.PathLike) -> VectorTransform | None:
         """The transform of an index folder; None when it has none (`--fit none`, or an index
-        built before transforms existed). A broken one raises IndexError_ (one line)."""
+        built before transforms existed). A broken one raises UnusableIndex (one line)."""
         folder = Path(folder)
         path, meta = folder / TRANSFORM_FILE, folder / TRANSFORM_JSON
         if not path.is_file() and not meta.is_file():
@@ -167,8 +167,8 @@ class VectorTransform:
             arrays = load_file(str(path))
             t = cls(info["kind"], arrays["mean"], arrays["matrix"], int(info["fitted_on"]))
         except Exception as e:  # missing half, bad JSON, bad tensors: the index is damaged
-            raise IndexError_(f"{folder}: unreadable vector transform ({e}); rebuild the "
+            raise UnusableIndex(f"{folder}: unreadable vector transform ({e}); rebuild the "
                               f"index") from e
         if t.kind not in KINDS[1:] or t.out_dim != info.get("out_dim"):
-            raise IndexError_(f"{folder}: corrupt vector transform; rebuild the index")
+            raise UnusableIndex(f"{folder}: corrupt vector transform; rebuild the index")
         return t

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from qtsearch.core.errors import IndexError_, ModelError
+from qtsearch.core.errors import ModelError, UnusableIndex
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.corpus_words import with_corpus_words
 from qtsearch.encoders.registry import load_encoder
@@ -172,7 +172,7 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
         start = index.ntotal
         with MetadataStore.open(work / META_FILE, readonly=False) as store:
             if store.count() != start:
-                raise IndexError_(f"{folder}: index holds {start:,} vectors but the metadata "
+                raise UnusableIndex(f"{folder}: index holds {start:,} vectors but the metadata "
                                   f"{store.count():,} rows; rebuild the index")
             first_doc = store.max_doc() + 1
             n = start

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from qtsearch.core.errors import IndexError_, UsageError
+from qtsearch.core.errors import UnusableIndex, UsageError
 from qtsearch.index import bm25
 from qtsearch.index.compact import keep_rows
 from qtsearch.index.folder import swap_in, working_copy
@@ -94,11 +94,11 @@ def _delete(folder: Path, doc_ids: list[str], where: Condition | None) -> Delete
 
 
 def whole_count(folder: Path) -> int:
-    """The rows of an index whose vectors and rows agree (IndexError_ where they do not: the
+    """The rows of an index whose vectors and rows agree (UnusableIndex where they do not: the
     rows to keep could not be matched with their vectors)."""
     got = counts(folder)
     if got["vectors"] != got["rows"]:
-        raise IndexError_(f"{folder}: index holds {got['vectors']:,} vectors but the metadata "
+        raise UnusableIndex(f"{folder}: index holds {got['vectors']:,} vectors but the metadata "
                           f"{got['rows']:,} rows; rebuild the index")
     return int(got["rows"] or 0)
 
@@ -162,7 +162,7 @@ def compact(source: Path, work: Path, keep: np.ndarray) -> int:
         for rows in old.iter_rows():
             store.insert_many((int(new_id[r[0]]), *r[1:]) for r in rows if keep[r[0]])
         if store.count() != n:
-            raise IndexError_(f"{source}: {store.count():,} rows kept against {n:,} vectors; "
+            raise UnusableIndex(f"{source}: {store.count():,} rows kept against {n:,} vectors; "
                               "rebuild the index")
         store.fts_create()
         store.fts_fill(0)

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from qtsearch.core.config import save_config
-from qtsearch.core.errors import IndexError_, InputError, Interrupted, OutputError, UsageError
+from qtsearch.core.errors import InputError, Interrupted, OutputError, UnusableIndex, UsageError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import IndexEncoder, TokenEncoder
 from qtsearch.encoders.corpus_words import prepare_corpus_words, refines
@@ -279,7 +279,7 @@ class Builder:
                 advance(store.insert_many(
                     shard_files.read_rows(shard_files.rows_path(self.shards, i))))
             if store.count() != count:
-                raise IndexError_(f"{db}: holds {store.count():,} rows, expected {count:,}")
+                raise UnusableIndex(f"{db}: holds {store.count():,} rows, expected {count:,}")
             store.fts_create()
             store.fts_fill(0)
             store.checkpoint()

@@ -2,7 +2,7 @@
 
 It builds (qtsearch.indexing.pipeline), appends (append), deletes (delete) and checks
 (qtsearch.index.integrity) through the same functions as the command line, and searches
-through the engine (qtsearch.search.engine), so its results are the CLI's. A write replaces
+through the engine (qtsearch.search.searcher), so its results are the CLI's. A write replaces
 the index folder in one step; the engine it holds is then opened again on the new folder, so
 the next search sees the change. Searches may run from many threads at once; a write and
 searches at the same time need a lock of the caller's own.
@@ -29,10 +29,10 @@ from qtsearch.indexing.delete import DeleteResult, delete_from_index
 from qtsearch.indexing.pipeline import build_index
 from qtsearch.lifecycle.inputs import Source, corpus_files
 from qtsearch.search.defaults import TOP_K
-from qtsearch.search.engine import CONTEXT_WINDOW, QUERY_PRECISION, Searcher
 from qtsearch.search.fusion import SearchSettings
 from qtsearch.search.hits import Record, Results
 from qtsearch.search.rerank import Reranker
+from qtsearch.search.searcher import CONTEXT_WINDOW, QUERY_PRECISION, Searcher
 from qtsearch.text.records import RecordFields
 
 Where = Mapping[str, str | int]

@@ -1,2 +1,2 @@
-"""Queries over an index folder: `engine.Searcher` (semantic, lexical, hybrid), fusion, filters,
+"""Queries over an index folder: `searcher.Searcher` (semantic, lexical, hybrid), fusion, filters,
 re-ranking, analogies, folding of passages into documents."""

@@ -12,7 +12,7 @@ from qtsearch.text.tokenizer import tokenize
 
 
 class Searchable(Protocol):
-    """What an analogy needs of an index (`qtsearch.search.engine.Searcher` is one)."""
+    """What an analogy needs of an index (`qtsearch.search.searcher.Searcher` is one)."""
 
     count: int
 

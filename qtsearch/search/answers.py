@@ -12,9 +12,9 @@ from qtsearch.core.errors import InputError, QTSearchError
 from qtsearch.search.hits import Results
 
 if TYPE_CHECKING:  # the CLI imports this module before it needs faiss and torch
-    from qtsearch.search.engine import Searcher
     from qtsearch.search.explain import Explainer
     from qtsearch.search.rerank import Reranker
+    from qtsearch.search.searcher import Searcher
 
 #: One query's answer: the query, its hits (None after an error) and its error (or None).
 Answer = tuple[str | int, Results | None, QTSearchError | None]

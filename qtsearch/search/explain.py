@@ -105,7 +105,7 @@ class Asked:
 
 
 class Opened(Protocol):
-    """What an explanation needs of an opened index (qtsearch.search.engine.Searcher, which
+    """What an explanation needs of an opened index (qtsearch.search.searcher.Searcher, which
     imports this module)."""
 
     lexical: LexicalSearch | None

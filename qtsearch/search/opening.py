@@ -7,7 +7,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from qtsearch.core.errors import IndexError_, ModelError
+from qtsearch.core.errors import ModelError, UnusableIndex
 from qtsearch.encoders.base import FolderEncoder
 from qtsearch.encoders.corpus_words import with_corpus_words
 from qtsearch.encoders.registry import EXTERNAL_ENCODERS, load_encoder
@@ -28,7 +28,7 @@ def model_for(folder: Path, manifest: Manifest,
     else:
         where = info.path
         if not where:
-            raise IndexError_(f"{folder}: the manifest names no model; pass a model")
+            raise UnusableIndex(f"{folder}: the manifest names no model; pass a model")
         if where not in EXTERNAL_ENCODERS and not Path(where).exists():
             raise ModelError(f"the model this index was built with is gone ({where}); "
                              "pass the same model with --model")
@@ -46,13 +46,13 @@ def model_for(folder: Path, manifest: Manifest,
 def check_dims(folder: Path, manifest: Manifest, encoder: FolderEncoder,
                backend: VectorBackend, transform: VectorTransform | None) -> None:
     """Model -> transform -> index dimensions must chain (the manifest's `dim` is the
-    index's, after the transform); IndexError_ naming all of them otherwise."""
+    index's, after the transform); UnusableIndex naming all of them otherwise."""
     dim = manifest.dim
     model_dim = transform.in_dim if transform is not None else dim
     if backend.d != dim or encoder.dim != model_dim or (
             transform is not None and transform.out_dim != dim):
         fitted = f", transform {transform.in_dim}->{transform.out_dim}" if transform else ""
-        raise IndexError_(f"{folder}: dimension mismatch (manifest {dim}, vector index "
+        raise UnusableIndex(f"{folder}: dimension mismatch (manifest {dim}, vector index "
                           f"{backend.d}, model {encoder.dim}{fitted}); rebuild the index")
 
 

@@ -86,7 +86,7 @@ def test_add_appends_as_qtsearch_add_does(copy, tmp_path, shared_data):
                                         "where": "source=bartleby.txt"}).json()[0]["hits"]
         assert hits and all(h["id"] >= before and "bartleby" in h["text"].lower() for h in hits)
     # the folder on disk is a whole index that the CLI opens as any other
-    from qtsearch.search.engine import Searcher
+    from qtsearch.search.searcher import Searcher
 
     with Searcher.open(copy, device="cpu") as idx:
         assert idx.count == before + len(lines) and idx.get([before])[0].text == lines[0]
@@ -177,7 +177,7 @@ def test_queries_leave_other_threads_faiss_thread_count(tmp_path_factory, shared
     import faiss
     from query_fixtures import small_index
 
-    from qtsearch.search.engine import Searcher
+    from qtsearch.search.searcher import Searcher
 
     with Searcher.open(small_index(tmp_path_factory, shared_data, tiny_model, "hnsw"),
                     device="cpu") as idx:

@@ -182,7 +182,7 @@ def test_opening_an_index_gives_its_corpus_words_rows_only_when_a_text_needs_the
     mapped file until a query holds the word (the model is read before, as `serve` holds it)."""
     from qtsearch.encoders.corpus_words import load_corpus_words
     from qtsearch.encoders.registry import load_encoder
-    from qtsearch.search.engine import Searcher
+    from qtsearch.search.searcher import Searcher
 
     found = load_corpus_words(emma_index)
     assert found is not None and found[0], "Emma's names are outside the model's words"

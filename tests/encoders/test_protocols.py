@@ -13,7 +13,7 @@ from qtsearch.encoders.corpus_words import refines
 from qtsearch.encoders.neural import Encoder
 from qtsearch.encoders.open_vocab import WordCounts
 from qtsearch.encoders.registry import load_encoder
-from qtsearch.evaluation.store import encoder_key
+from qtsearch.evaluation.vector_cache import encoder_key
 from qtsearch.indexing.tokens import BuildTokens
 from qtsearch.search.words import composed_words, vocabulary
 

@@ -8,8 +8,8 @@ import pytest
 
 from qtsearch.encoders.baselines import GloveBow
 from qtsearch.evaluation import classifier
-from qtsearch.evaluation.engine import EvalConfig, evaluate, load_tasks
-from qtsearch.evaluation.store import VectorStore
+from qtsearch.evaluation.harness import EvalConfig, evaluate, load_tasks
+from qtsearch.evaluation.vector_cache import VectorStore
 
 
 class Counting:

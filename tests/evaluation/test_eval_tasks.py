@@ -13,7 +13,8 @@ from qtsearch.core.paths import data_root
 from qtsearch.encoders.baselines import GloveBow
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation import classifier
-from qtsearch.evaluation.engine import (
+from qtsearch.evaluation.files import sample
+from qtsearch.evaluation.harness import (
     EmbeddingCache,
     EvalConfig,
     evaluate,
@@ -21,7 +22,6 @@ from qtsearch.evaluation.engine import (
     resolve_tasks,
     task_names,
 )
-from qtsearch.evaluation.files import sample
 from qtsearch.evaluation.tasks.next_sentence import NextSentence, ranks
 
 SMALL_BOOK = "gutenberg/0744-ibsen-henrik--little-eyolf.txt.gz"  # held out, ~2k sentences
@@ -195,7 +195,7 @@ def test_tasks_see_unit_vectors_and_the_store_keeps_the_raw_ones(tmp_path):
     every encoder); --raw-vectors probes the encoder's own output, and the disk cache serves
     both because it holds the raw vectors."""
     from qtsearch.encoders.mean import MeanEncoder
-    from qtsearch.evaluation.store import VectorStore
+    from qtsearch.evaluation.vector_cache import VectorStore
 
     encoder = MeanEncoder()  # the shipped mean model: its raw vectors are not unit length
     texts = ["He did.", "The cat sat on the mat and looked at the bird outside the window."]

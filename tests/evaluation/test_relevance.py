@@ -9,14 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qtsearch.core.errors import IndexError_, UsageError
+from qtsearch.core.errors import UnusableIndex, UsageError
 from qtsearch.evaluation.files import read_lines, read_tsv
-from qtsearch.evaluation.relevance.engine import (
-    RelevanceConfig,
-    load_tasks,
-    query_metrics,
-    resolve_tasks,
-)
 from qtsearch.evaluation.relevance.indexes import check_rows, task_index
 from qtsearch.evaluation.relevance.report import table, to_markdown
 from qtsearch.evaluation.relevance.runner import (
@@ -25,7 +19,13 @@ from qtsearch.evaluation.relevance.runner import (
     run_benchmark,
     run_queries,
 )
-from qtsearch.search.engine import MODES, Searcher
+from qtsearch.evaluation.relevance.tasks_base import (
+    RelevanceConfig,
+    load_tasks,
+    query_metrics,
+    resolve_tasks,
+)
+from qtsearch.search.searcher import MODES, Searcher
 
 
 @pytest.fixture(autouse=True)
@@ -186,7 +186,7 @@ def test_a_changed_pool_is_caught(shared_data: Path) -> None:
     folder, _ = task_index(task, "glove", glove.name, glove.fingerprint)
     check_rows(folder, task)
     task.pool[3] = task.pool[3] + " changed"
-    with pytest.raises(IndexError_, match="differ from the STSB-dev pool"):
+    with pytest.raises(UnusableIndex, match="differ from the STSB-dev pool"):
         check_rows(folder, task)
 
 

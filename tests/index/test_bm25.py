@@ -20,8 +20,8 @@ from qtsearch.index.store import MetadataStore
 from qtsearch.indexing.append import add_to_index
 from qtsearch.indexing.derive import build_from_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Searcher
 from qtsearch.search.lexical import LexicalSearch
+from qtsearch.search.searcher import Searcher
 
 K1, B = 1.2, 0.75
 QUESTIONS = ["What is the capital of Australia?", "A war broke out between the two countries.",

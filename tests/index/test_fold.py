@@ -19,7 +19,7 @@ from qtsearch.index.recall import exact_neighbours, recall_at_k
 from qtsearch.index.store import MetadataStore
 from qtsearch.indexing.append import add_to_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Searcher
+from qtsearch.search.searcher import Searcher
 
 #: Real sentences of the corpus, repeated in a third document (sentences a mean-of-words model
 #: or any model maps to one vector: the same text).
@@ -185,17 +185,17 @@ def test_a_graph_without_a_fold_opens_and_adds_one_node_per_sentence(shared_data
 def test_a_damaged_or_foreign_fold_is_one_clear_error(pair, tmp_path):
     import shutil
 
-    from qtsearch.core.errors import IndexError_
+    from qtsearch.core.errors import UnusableIndex
 
     folder = tmp_path / "idx"
     shutil.copytree(pair[0], folder)
     (folder / FOLD_FILE).write_bytes(b"not a safetensors file")
-    with pytest.raises(IndexError_, match=r"fold\.safetensors: 22 bytes where the manifest "
+    with pytest.raises(UnusableIndex, match=r"fold\.safetensors: 22 bytes where the manifest "
                                           r"records"):
         Searcher.open(folder)  # the size check of every open (qtsearch.index.integrity)
     _unrecord(folder)  # without the record, the fold's own reader says what is wrong
-    with pytest.raises(IndexError_, match="corrupt or unreadable fold"):
+    with pytest.raises(UnusableIndex, match="corrupt or unreadable fold"):
         Searcher.open(folder)
     Fold(np.zeros(10, np.int64)).save(folder)  # another index's fold: 1 node, not thousands
-    with pytest.raises(IndexError_, match="does not match the index"):
+    with pytest.raises(UnusableIndex, match="does not match the index"):
         Searcher.open(folder)

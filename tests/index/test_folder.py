@@ -13,7 +13,7 @@ import pytest
 from conftest import GRID_SENTENCES
 
 from qtsearch.core.disk import NO_SPACE
-from qtsearch.core.errors import IndexError_, InputError, Interrupted, OutputError
+from qtsearch.core.errors import InputError, Interrupted, OutputError, UnusableIndex
 from qtsearch.index.folder import (
     copy_failure,
     file_checksum,
@@ -68,7 +68,7 @@ def test_index_info_refuses_a_manifest_that_miscounts_the_rows(copy: Path) -> No
     manifest = json.loads((copy / MANIFEST).read_text(encoding="utf-8"))
     manifest["count"] += 5
     (copy / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
-    with pytest.raises(IndexError_) as e:
+    with pytest.raises(UnusableIndex) as e:
         index_info(copy)
     assert str(e.value) == (f"{copy}: the manifest counts {len(GRID_SENTENCES) + 5:,} sentences "
                             f"but the metadata holds {len(GRID_SENTENCES):,} rows; rebuild "

@@ -15,7 +15,7 @@ from qtsearch.index import open_faiss_index
 from qtsearch.index.faiss_backend import FaissBuilder, flat_vectors
 from qtsearch.index.gpu import FlatSearch, GpuFlatBackend, assign_numpy, spherical_kmeans
 from qtsearch.index.recall import recall_at_k
-from qtsearch.search.engine import Searcher
+from qtsearch.search.searcher import Searcher
 
 CPU = torch.device("cpu")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -7,7 +7,7 @@ import sqlite3
 import pyarrow.parquet as pq
 import pytest
 
-from qtsearch.core.errors import IndexError_, OutputError
+from qtsearch.core.errors import OutputError, UnusableIndex
 from qtsearch.index.store import MetadataStore
 
 ROWS = [
@@ -86,15 +86,15 @@ def test_readonly_and_errors(store, tmp_path):
     with pytest.raises(OutputError, match="read-only"):
         ro.insert_many([(9, "x", "y", 1, 1, 1)])
     ro.close()
-    with pytest.raises(IndexError_, match="missing"):
+    with pytest.raises(UnusableIndex, match="missing"):
         MetadataStore.open(tmp_path / "nope.sqlite")
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"this is not a database at all" * 100)
-    with pytest.raises(IndexError_, match="not a readable SQLite"):
+    with pytest.raises(UnusableIndex, match="not a readable SQLite"):
         MetadataStore.open(bad)
     other = tmp_path / "other.sqlite"
     sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
-    with pytest.raises(IndexError_, match="no `sentences` table"):
+    with pytest.raises(UnusableIndex, match="no `sentences` table"):
         MetadataStore.open(other)
     with pytest.raises(OutputError, match="already exists"):
         MetadataStore.create(tmp_path / "meta.sqlite")

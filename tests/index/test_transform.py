@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import wikitext_slice
 
-from qtsearch.core.errors import IndexError_, Interrupted, UsageError
+from qtsearch.core.errors import Interrupted, UnusableIndex, UsageError
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.index import open_faiss_index, read_manifest
 from qtsearch.index.choose import DEFAULT_FIT, SQ8_MAX
@@ -27,7 +27,7 @@ from qtsearch.index.transform import (
 from qtsearch.indexing.append import add_to_index
 from qtsearch.indexing.derive import build_from_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Searcher
+from qtsearch.search.searcher import Searcher
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +99,7 @@ def test_bad_specs_and_broken_files(tmp_path):
             parse_fit(bad)
     assert VectorTransform.load(tmp_path) is None  # an index without one
     (tmp_path / TRANSFORM_JSON).write_text("{}", encoding="utf-8")
-    with pytest.raises(IndexError_):
+    with pytest.raises(UnusableIndex):
         VectorTransform.load(tmp_path)
 
 

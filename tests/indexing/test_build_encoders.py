@@ -14,7 +14,7 @@ from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
 from qtsearch.indexing.append import add_to_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Searcher
+from qtsearch.search.searcher import Searcher
 
 
 @pytest.fixture(scope="module")

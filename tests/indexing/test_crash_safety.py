@@ -297,7 +297,7 @@ def test_reader_of_a_replaced_index_keeps_its_answers(index_corpus, tiny_model,
     the new index."""
     import shutil
 
-    from qtsearch.search.engine import Searcher
+    from qtsearch.search.searcher import Searcher
 
     folder = tmp_path / "wiki"
     shutil.copytree(index_reference, folder)

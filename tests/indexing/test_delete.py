@@ -21,7 +21,7 @@ from test_writers import ENV, KILL_ENV, cli, hold, one_error_line, start_cli, wh
 from qtsearch.app.cli import main
 from qtsearch.index import open_faiss_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Searcher
+from qtsearch.search.searcher import Searcher
 
 N_DOCS = 300
 MODES = ("semantic", "lexical", "hybrid")

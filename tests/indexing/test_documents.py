@@ -17,7 +17,7 @@ from qtsearch.app.cli import main
 from qtsearch.core.errors import InputError
 from qtsearch.evaluation.retrieval import beir
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Searcher
+from qtsearch.search.searcher import Searcher
 from qtsearch.text.reader import read_sentences
 from qtsearch.text.records import passages, read_records
 

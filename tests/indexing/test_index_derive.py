@@ -16,7 +16,7 @@ from qtsearch.core.errors import OutputError, UsageError
 from qtsearch.index import open_faiss_index, read_manifest
 from qtsearch.indexing.derive import build_from_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Searcher
+from qtsearch.search.searcher import Searcher
 
 #: ~1,500 sentences of WikiText-2 validation articles.
 CORPUS_BYTES = 200_000

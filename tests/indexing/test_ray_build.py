@@ -25,7 +25,7 @@ from qtsearch.indexing import ray_engine
 from qtsearch.indexing.pipeline import IndexConfig, build_index
 from qtsearch.indexing.ray_engine import Pool, RayOptions, build_on
 from qtsearch.indexing.state import BuildState
-from qtsearch.search.engine import Searcher
+from qtsearch.search.searcher import Searcher
 from qtsearch.text.reader import read_sentences
 
 SHARDS = ["wikipedia/AA/wiki_00.gz", "wikipedia/AB/wiki_50.gz"]  # 14,422 sentences

@@ -69,7 +69,7 @@ def cli(*argv: str | bytes, stdin: bytes | None = None, cwd: Path | None = None)
 FORK_SERVER = r"""
 import io, json, os, sys, traceback
 # imports paid once
-import qtsearch.app.cli, qtsearch.indexing.pipeline, qtsearch.search.engine
+import qtsearch.app.cli, qtsearch.indexing.pipeline, qtsearch.search.searcher
 import qtsearch.training.trainer
 requests = sys.stdin.buffer
 reply = os.fdopen(os.dup(1), "w")

@@ -21,7 +21,7 @@ from qtsearch.core.errors import UsageError
 from qtsearch.index.store import MetadataStore
 from qtsearch.indexing.append import add_to_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Searcher
+from qtsearch.search.searcher import Searcher
 
 SHARDS = ["wikipedia/AA/wiki_00.gz", "wikipedia/AB/wiki_50.gz"]
 ARTICLE = ("title", "url", "doc_id", "section")

@@ -116,7 +116,7 @@ def test_a_waiting_writer_goes_on_when_the_holder_ends(tmp_path):
 
 
 def test_readers_never_take_the_lock(flat, tmp_path):
-    from qtsearch.search.engine import Searcher
+    from qtsearch.search.searcher import Searcher
 
     copy = Path(shutil.copytree(flat, tmp_path / "index"))
     holder = hold(copy)

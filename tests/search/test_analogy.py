@@ -12,7 +12,7 @@ from conftest import GRID_SENTENCES
 
 import qtsearch
 from qtsearch.search.analogy import analogy
-from qtsearch.search.engine import Searcher
+from qtsearch.search.searcher import Searcher
 
 A = "The cat slept by the warm fire."
 B = "The cat sang an old song."

@@ -11,8 +11,8 @@ from conftest import GRID_SENTENCES
 
 from qtsearch.core.errors import InputError, UsageError
 from qtsearch.search.answers import answer_analogy, answer_ids, answer_json, answer_queries
-from qtsearch.search.engine import Searcher
 from qtsearch.search.explain import Explainer
+from qtsearch.search.searcher import Searcher
 
 
 @pytest.fixture(scope="module")

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qtsearch.core.errors import IndexError_, InputError, UsageError
+from qtsearch.core.errors import InputError, UnusableIndex, UsageError
 from qtsearch.index import backend as backend_module
 from qtsearch.index.store import MetadataStore
-from qtsearch.search.engine import MODES, Searcher
 from qtsearch.search.fusion import convex, rrf
 from qtsearch.search.lexical import LexicalSearch, Stems, query_words
+from qtsearch.search.searcher import MODES, Searcher
 
 #: Text that is FTS5 query syntax, quoting or punctuation: never an error, never a crash.
 HOSTILE = ['"', '""', "'", "AND", "OR NOT", "NEAR(a b)", "text:Emma", "Emma*", "^Emma", "-",
@@ -266,7 +266,7 @@ def test_an_index_without_full_text_table_opens_for_semantic_search(flat, tmp_pa
         assert idx.default_mode == "semantic"
         assert set(idx.search("Emma was happy.", k=3)[0][0].legs) == {"semantic"}
         for mode in ("lexical", "hybrid"):
-            with pytest.raises(IndexError_, match="no full-text table"):
+            with pytest.raises(UnusableIndex, match="no full-text table"):
                 idx.search("Emma", mode=mode)
 
 
@@ -296,7 +296,7 @@ def test_a_transform_of_other_dimensions_is_refused(flat, tmp_path):
     manifest = json.loads((broken / "manifest.json").read_text())
     manifest.pop("files", None)
     (broken / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(IndexError_, match=r"dimension mismatch.*transform 7->7"):
+    with pytest.raises(UnusableIndex, match=r"dimension mismatch.*transform 7->7"):
         Searcher.open(broken)
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qtsearch.core.errors import IndexError_, ModelError
+from qtsearch.core.errors import ModelError, UnusableIndex
 from qtsearch.index.manifest import read_manifest
 from qtsearch.index.transform import VectorTransform
-from qtsearch.search.engine import Searcher
 from qtsearch.search.opening import check_dims, model_for, read_through
+from qtsearch.search.searcher import Searcher
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def test_a_model_of_another_fingerprint_is_refused(shipped_index: Path,
 
 def test_a_manifest_without_a_model_or_with_a_gone_one(shipped_index: Path) -> None:
     manifest = read_manifest(shipped_index)
-    with pytest.raises(IndexError_, match="the manifest names no model; pass a model"):
+    with pytest.raises(UnusableIndex, match="the manifest names no model; pass a model"):
         model_for(shipped_index, {**manifest, "model": {}}, None, "cpu", "fp32")
     gone = {**manifest, "model": {**manifest["model"], "path": "/nowhere/model"}}
     with pytest.raises(ModelError, match=r"the model this index was built with is gone "
@@ -64,7 +64,7 @@ def test_a_dimension_mismatch_names_every_dimension(shipped_index: Path,
                                                     searcher: Searcher) -> None:
     manifest = read_manifest(shipped_index)
     d, model = searcher.backend.d, searcher.encoder.dim
-    with pytest.raises(IndexError_) as e:
+    with pytest.raises(UnusableIndex) as e:
         check_dims(shipped_index, {**manifest, "dim": d + 1}, searcher.encoder,
                    searcher.backend, None)
     assert str(e.value) == (f"{shipped_index}: dimension mismatch (manifest {d + 1}, vector "
@@ -78,12 +78,12 @@ def test_a_transform_must_chain_model_to_index(shipped_index: Path,
     # a whitening fitted on vectors of another model: in_dim is not the model's
     wrong = VectorTransform("whiten", np.zeros(model + 2, np.float32),
                             np.zeros((model + 2, d), np.float32), fitted_on=10)
-    with pytest.raises(IndexError_, match=rf"model {model}, transform {model + 2}->{d}\)"):
+    with pytest.raises(UnusableIndex, match=rf"model {model}, transform {model + 2}->{d}\)"):
         check_dims(shipped_index, manifest, searcher.encoder, searcher.backend, wrong)
     # one that reduces to a dimension other than the index's
     short = VectorTransform("whiten", np.zeros(model, np.float32),
                             np.zeros((model, d - 1), np.float32), fitted_on=10)
-    with pytest.raises(IndexError_, match=rf"transform {model}->{d - 1}\)"):
+    with pytest.raises(UnusableIndex, match=rf"transform {model}->{d - 1}\)"):
         check_dims(shipped_index, manifest, searcher.encoder, searcher.backend, short)
     fine = VectorTransform("whiten", np.zeros(model, np.float32),
                            np.zeros((model, d), np.float32), fitted_on=10)

@@ -15,10 +15,10 @@ import pytest
 from query_fixtures import small_index
 from safetensors.numpy import load_file, save_file
 
-from qtsearch.core.errors import IndexError_, InputError, ModelError, UsageError
+from qtsearch.core.errors import InputError, ModelError, UnusableIndex, UsageError
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.index.store import MetadataStore
-from qtsearch.search.engine import Hit, Searcher
+from qtsearch.search.searcher import Hit, Searcher
 
 HIT_KEYS = ["id", "score", "text", "source", "line", "doc", "position", "legs"]
 QUERIES = ["She was very happy to see him again.",
@@ -209,9 +209,9 @@ def test_bad_k_and_bad_ids_are_refused(index):
 
 
 def test_a_missing_index_is_one_clear_error(tmp_path):
-    with pytest.raises(IndexError_, match="no such index folder"):
+    with pytest.raises(UnusableIndex, match="no such index folder"):
         Searcher.open(tmp_path / "nope")
-    with pytest.raises(IndexError_, match="not a qtsearch index"):
+    with pytest.raises(UnusableIndex, match="not a qtsearch index"):
         Searcher.open(tmp_path)
 
 
@@ -255,7 +255,7 @@ def test_vectors_and_metadata_of_different_sizes_are_refused(flat, tmp_path):
     broken = shutil.copytree(flat, tmp_path / "index")
     with MetadataStore.open(broken / "meta.sqlite", readonly=False) as store:
         store.insert_many([(5000, "An extra row.", "x.txt", 1, 9, 0)])
-    with pytest.raises(IndexError_, match="rebuild"):
+    with pytest.raises(UnusableIndex, match="rebuild"):
         Searcher.open(broken)
 
 
@@ -278,7 +278,7 @@ def test_every_index_type_answers_close_to_exact(index_type, tmp_path_factory, s
 def test_warm_up_reads_a_graph_index_through(tmp_path_factory, shared_data, tiny_model,
                                              monkeypatch):
     """HNSW: warm-up reads the metadata and the mapped index file once (into the page cache)."""
-    import qtsearch.search.engine as search
+    import qtsearch.search.searcher as search
 
     folder = small_index(tmp_path_factory, shared_data, tiny_model, "hnsw")
     read: list[int] = []

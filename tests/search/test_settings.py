@@ -12,8 +12,8 @@ import pytest
 
 from qtsearch.core.errors import UsageError
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import Searcher
 from qtsearch.search.fusion import CANDIDATES, DEFAULT_FUSION, SearchSettings, settings_for
+from qtsearch.search.searcher import Searcher
 
 QUERY = "Mr. Knightley walked in the garden with Emma."
 

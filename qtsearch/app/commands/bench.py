@@ -233,9 +233,9 @@ def relevance(
     quiet: bool = QUIET,
 ) -> None:
     from qtsearch.core.paths import data_root
-    from qtsearch.evaluation.relevance.engine import RelevanceConfig, load_tasks
     from qtsearch.evaluation.relevance.report import table, to_markdown
     from qtsearch.evaluation.relevance.runner import run_benchmark
+    from qtsearch.evaluation.relevance.tasks_base import RelevanceConfig, load_tasks
 
     chosen = chosen_systems(models, baselines, systems)
     config = RelevanceConfig(tasks=[tasks], data_dir=str(data) if data else None, limit=limit,

@@ -22,7 +22,7 @@ def demo(
     from qtsearch.app.demo import ANALOGY, ANALOGY_NOTE, QUERIES, ensure_demo_index
     from qtsearch.app.progress import RichReporter
     from qtsearch.app.shell import show_hits
-    from qtsearch.search.engine import Searcher
+    from qtsearch.search.searcher import Searcher
 
     path = ensure_demo_index(out_dir, RichReporter(True, err))
     index = Searcher.open(path, device="cpu")

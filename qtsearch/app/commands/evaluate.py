@@ -64,8 +64,8 @@ def evaluate(
 ) -> None:
     from qtsearch.encoders.registry import resolve_encoders
     from qtsearch.evaluation import report
-    from qtsearch.evaluation.engine import EvalConfig, load_tasks
-    from qtsearch.evaluation.engine import evaluate as run_eval
+    from qtsearch.evaluation.harness import EvalConfig, load_tasks
+    from qtsearch.evaluation.harness import evaluate as run_eval
     from qtsearch.evaluation.solvers import SOLVERS
     from qtsearch.evaluation.tasks.reference import REFERENCE
 

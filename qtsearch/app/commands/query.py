@@ -84,7 +84,9 @@ def _params(items: list[str] | None) -> dict[str, float]:
 
 
 def _open(index: Path, model: Path | None, device: str, param: list[str] | None):
-    from qtsearch.search.engine import Searcher  # faiss and torch: only for the commands that query
+    from qtsearch.search.searcher import (
+        Searcher,  # faiss and torch: only for the commands that query
+    )
 
     return Searcher.open(index, model=model, device=device, params=_params(param))
 

@@ -42,11 +42,11 @@ from qtsearch.search.answers import (
     answer_queries,
 )
 from qtsearch.search.defaults import RERANK_DEPTH, TOP_K
-from qtsearch.search.engine import Searcher
 from qtsearch.search.explain import Explainer
 from qtsearch.search.filters import parse_where
 from qtsearch.search.hits import Record
 from qtsearch.search.rerank import Reranker
+from qtsearch.search.searcher import Searcher
 
 STATIC = Path(__file__).resolve().parent / "static"
 #: Seconds a 503 (busy) answer asks the client to wait before trying again.

@@ -21,11 +21,11 @@ from qtsearch.core.budget import OverBudget, OverTime
 from qtsearch.core.errors import (
     BusyError,
     DamagedIndex,
-    IndexError_,
     InputError,
     Interrupted,
     OutputError,
     QTSearchError,
+    UnusableIndex,
     UsageError,
 )
 
@@ -79,7 +79,7 @@ def status_of(error: QTSearchError) -> int:
         return 503
     if isinstance(error, DamagedIndex):  # the index's failure, not the request's
         return 500
-    if isinstance(error, IndexError_ | OutputError):  # e.g. /add on a read-only index
+    if isinstance(error, UnusableIndex | OutputError):  # e.g. /add on a read-only index
         return 409
     if isinstance(error, Interrupted | BusyError):  # BusyError: another writer; retry later
         return 503

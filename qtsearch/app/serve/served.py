@@ -31,7 +31,7 @@ from qtsearch.index.manifest import Manifest
 from qtsearch.index.names import MANIFEST
 from qtsearch.indexing.append import add_to_index, split_option
 from qtsearch.indexing.delete import delete_from_index
-from qtsearch.search.engine import Searcher
+from qtsearch.search.searcher import Searcher
 
 log = logging.getLogger("qtsearch")
 #: A posted text's file name: letters, digits and . _ - only (it is recorded as its source).

@@ -19,11 +19,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from qtsearch.core.errors import IndexError_, QTSearchError
+from qtsearch.core.errors import QTSearchError, UnusableIndex
 from qtsearch.core.paths import PACKAGE, cache_dir
 from qtsearch.core.progress import Reporter
 from qtsearch.core.version import __version__
-from qtsearch.evaluation.relevance.engine import RelevanceTask
+from qtsearch.evaluation.relevance.tasks_base import RelevanceTask
 from qtsearch.index.manifest import Manifest
 from qtsearch.index.names import META_FILE
 from qtsearch.index.store import MetadataStore
@@ -99,5 +99,5 @@ def check_rows(folder: Path, task: RelevanceTask) -> None:
     with MetadataStore.open(folder / META_FILE, readonly=True) as store:
         rows = store.get(list(range(store.count())))
     if [rows[i]["text"] for i in range(len(rows))] != task.pool:
-        raise IndexError_(f"{folder}: the index rows differ from the {task.name} pool "
+        raise UnusableIndex(f"{folder}: the index rows differ from the {task.name} pool "
                           "(the reader changed a sentence); delete the folder and rerun")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from qtsearch.evaluation.relevance.engine import GROUP_ORDER
 from qtsearch.evaluation.relevance.runner import RelevanceRun
+from qtsearch.evaluation.relevance.tasks_base import GROUP_ORDER
 
 MEAN_ROW = f"mean ({GROUP_ORDER[0]})"
 MEAN_METRICS = ("R@1", "R@10", "MRR@10")

@@ -21,7 +21,8 @@ from typing import Any
 from qtsearch.core.errors import InputError, UsageError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.registry import load_encoder
-from qtsearch.evaluation.relevance.engine import (
+from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
+from qtsearch.evaluation.relevance.tasks_base import (
     GROUP_ORDER,
     METRICS,
     K,
@@ -30,12 +31,11 @@ from qtsearch.evaluation.relevance.engine import (
     mean_metrics,
     query_metrics,
 )
-from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
 from qtsearch.index.manifest import Manifest
 from qtsearch.search.defaults import RERANK_DEPTH
-from qtsearch.search.engine import MODES, QUERY_PRECISION, Searcher
 from qtsearch.search.fusion import SearchSettings
 from qtsearch.search.rerank import Reranker
+from qtsearch.search.searcher import MODES, QUERY_PRECISION, Searcher
 
 log = logging.getLogger("qtsearch")
 

@@ -29,9 +29,9 @@ from qtsearch.evaluation.relevance.runner import LEXICAL, System, WarningCounter
 from qtsearch.evaluation.retrieval import answers, beir
 from qtsearch.index.manifest import Manifest, read_manifest
 from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.engine import QUERY_PRECISION, Searcher
 from qtsearch.search.fusion import SearchSettings
 from qtsearch.search.hits import Hit
+from qtsearch.search.searcher import QUERY_PRECISION, Searcher
 from qtsearch.text.records import PASSAGE_WORDS
 
 

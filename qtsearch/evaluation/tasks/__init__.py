@@ -1,2 +1,2 @@
 """Evaluation tasks, one module per family; each task class registers itself with
-`qtsearch.evaluation.engine.register`, and the engine imports every module here."""
+`qtsearch.evaluation.harness.register`, and the harness imports every module here."""

@@ -12,8 +12,8 @@ import numpy as np
 
 from qtsearch.core.errors import InputError
 from qtsearch.evaluation import classifier
-from qtsearch.evaluation.engine import EmbeddingCache, Task, register
 from qtsearch.evaluation.files import read_lines, sample
+from qtsearch.evaluation.harness import EmbeddingCache, Task, register
 
 
 @dataclass

@@ -19,8 +19,8 @@ import numpy as np
 
 from qtsearch.core.errors import InputError
 from qtsearch.encoders.base import EvalEncoder
-from qtsearch.evaluation.engine import EmbeddingCache, Task, register
 from qtsearch.evaluation.files import sample
+from qtsearch.evaluation.harness import EmbeddingCache, Task, register
 from qtsearch.text.reader import read_sentences
 
 #: Books held out from the shipped default model (trained on Gutenberg 0000–0739).

@@ -19,7 +19,7 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
 from qtsearch.evaluation import classifier
-from qtsearch.evaluation.engine import EmbeddingCache, Task, register
+from qtsearch.evaluation.harness import EmbeddingCache, Task, register
 from qtsearch.evaluation.tasks.pairs import SICK_FILES, Pairs, cosine, read_pairs, texts_of
 
 

@@ -1,2 +1,3 @@
 """Relevance tasks, one module per family; each task class registers itself with
-`qtsearch.evaluation.relevance.engine.register`, and the engine imports every module here."""
+`qtsearch.evaluation.relevance.tasks_base.register`, and its registry imports every module
+here."""

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from qtsearch.core.errors import InputError
 from qtsearch.evaluation.files import read_tsv, sample
-from qtsearch.evaluation.relevance.engine import RelevanceTask, register
+from qtsearch.evaluation.relevance.tasks_base import RelevanceTask, register
 
 
 class ScoredPairs(RelevanceTask):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from qtsearch.core.errors import InputError
 from qtsearch.evaluation.files import read_lines, sample
-from qtsearch.evaluation.relevance.engine import Query, RelevanceTask, register
+from qtsearch.evaluation.relevance.tasks_base import Query, RelevanceTask, register
 
 
 def read_fine(path: Path, limit: int | None, seed: int) -> list[tuple[str, str]]:

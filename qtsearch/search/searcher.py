@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from qtsearch.core.errors import IndexError_, InputError, UsageError
+from qtsearch.core.errors import InputError, UnusableIndex, UsageError
 from qtsearch.encoders.neural import Encoder
 from qtsearch.index import INDEX_FILE, META_FILE
 from qtsearch.index.backend import VectorBackend, open_backend, search_subset
@@ -108,7 +108,7 @@ class Searcher:
         rows = store.count()
         if rows != backend.ntotal:
             store.close()
-            raise IndexError_(f"{folder}: the vector index holds {backend.ntotal:,} vectors "
+            raise UnusableIndex(f"{folder}: the vector index holds {backend.ntotal:,} vectors "
                               f"but the metadata {rows:,} rows; rebuild the index")
         lexical = None
         if store.has_fts():  # its own connection: the lexical leg runs in another thread
@@ -119,7 +119,7 @@ class Searcher:
         if params:
             try:
                 index.set_params(params)
-            except IndexError_ as e:  # the user's override, not the index, is at fault
+            except UnusableIndex as e:  # the user's override, not the index, is at fault
                 index.close()
                 raise UsageError(f"search parameters {params} do not apply to a "
                                  f"{index.index_type} index ({index.manifest.index_key}); "
@@ -152,7 +152,7 @@ class Searcher:
         if mode not in MODES:
             raise UsageError(f"unknown search mode {mode!r}; choose from {', '.join(MODES)}")
         if mode != "semantic" and self.lexical is None:
-            raise IndexError_(f"{mode} search: {self.path} {NO_FTS}")
+            raise UnusableIndex(f"{mode} search: {self.path} {NO_FTS}")
         return mode
 
     # -- queries ------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from qtsearch.core.paths import data_root
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import l2_normalize
 from qtsearch.evaluation.registry import Registry
-from qtsearch.evaluation.store import VectorStore
+from qtsearch.evaluation.vector_cache import VectorStore
 
 if TYPE_CHECKING:
     from qtsearch.encoders.base import SentenceEncoder
