@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from qtsearch.core.errors import InputError, UnusableIndex, UsageError
-from qtsearch.encoders.neural import Encoder
+from qtsearch.encoders.base import IndexEncoder
 from qtsearch.index import INDEX_FILE, META_FILE
 from qtsearch.index.backend import VectorBackend, open_backend, search_subset
 from qtsearch.index.manifest import Manifest
@@ -63,7 +63,7 @@ class Searcher:
     """An opened index folder: `search`, `search_ids`, `analogy` and `context`, callable from
     many threads at once (`qtsearch serve` shares one between all its requests)."""
 
-    def __init__(self, path: Path, manifest: Manifest, encoder: Encoder,
+    def __init__(self, path: Path, manifest: Manifest, encoder: IndexEncoder,
                  backend: VectorBackend, store: MetadataStore,
                  transform: VectorTransform | None = None,
                  lexical: LexicalSearch | None = None):
@@ -90,7 +90,7 @@ class Searcher:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="qtsearch-lexical")
 
     @classmethod
-    def open(cls, path: str | os.PathLike, model: str | os.PathLike | Encoder | None = None,
+    def open(cls, path: str | os.PathLike, model: str | os.PathLike | IndexEncoder | None = None,
              device: str = "auto", params: dict[str, Any] | None = None,
              precision: str = QUERY_PRECISION) -> Searcher:
         """Open an index folder with the model it was built with (or `model`, which must be
