@@ -192,6 +192,29 @@ def test_search_settings_are_never_assigned_on_an_opened_index() -> None:
     assert not offenders, offenders
 
 
+#: Settings with one owner: each is assigned at module level in exactly one module, and every
+#: other module imports it from there.
+OWNED_CONSTANTS = ("BETA", "PASSAGE_WORDS", "INDEX_TYPES", "LEXICAL_WEIGHT",
+                   "PASSAGE_LEXICAL_WEIGHT", "FEEDBACK", "FEEDBACK_HITS", "CANDIDATES", "FUSIONS",
+                   "DEFAULT_FUSION", "K1", "B", "TOP_K", "RERANK_DEPTH", "ROW_TOKENS",
+                   "LEAD_TOKENS", "TAIL_WEIGHT")
+
+
+def test_each_owned_constant_is_defined_once() -> None:
+    owners: dict[str, list[str]] = {name: [] for name in OWNED_CONSTANTS}
+    for path, text in _modules():
+        for node in ast.parse(text).body:
+            targets = (node.targets if isinstance(node, ast.Assign)
+                       else [node.target] if isinstance(node, ast.AnnAssign) else [])
+            for target in targets:
+                names = target.elts if isinstance(target, ast.Tuple) else [target]
+                for name in names:
+                    if isinstance(name, ast.Name) and name.id in owners:
+                        owners[name.id].append(str(path.relative_to(PACKAGE)))
+    for name, where in owners.items():
+        assert len(where) == 1, f"{name} is defined in {where or 'no module'}: one owner"
+
+
 def test_the_architecture_page_lists_every_room() -> None:
     text = ARCHITECTURE.read_text(encoding="utf-8")
     section = text[text.index("## Layout"):text.index("## Development")]

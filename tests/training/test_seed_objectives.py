@@ -17,7 +17,7 @@ from safetensors.numpy import load_file
 from qtsearch import load_encoder
 from qtsearch.core.errors import UsageError
 from qtsearch.encoders.files import read_metrics
-from qtsearch.encoders.nn.fastsent import TOP_K, fastsent_loss
+from qtsearch.encoders.nn.fastsent import PREDICTED_WORDS, fastsent_loss
 from qtsearch.encoders.nn.quick_thoughts import EncoderConfig, TransformerEncoder
 from qtsearch.encoders.nn.sdae import SDAE, add_noise
 from qtsearch.training.configs import TrainConfig
@@ -49,7 +49,7 @@ def fastsent_brute_force(s, v, b, ids, docs, context, autoencode):
     for i in range(len(docs)):
         scores = [float(s[i] @ v[w] + b[w]) for w in range(len(v))]
         log_z = math.log(sum(math.exp(x) for x in scores))
-        top = sorted(range(len(v)), key=lambda w: -scores[w])[:TOP_K]
+        top = sorted(range(len(v)), key=lambda w: -scores[w])[:PREDICTED_WORDS]
         for j in range(len(docs)):
             near = 1 <= abs(i - j) <= reach or (autoencode and i == j)
             if not near or docs[i] != docs[j]:
@@ -58,7 +58,7 @@ def fastsent_brute_force(s, v, b, ids, docs, context, autoencode):
                 if w > 1:  # neither <pad> nor <unk>
                     nll += log_z - scores[w]
                     hits += w in top
-                    base += 2 <= w < 2 + TOP_K
+                    base += 2 <= w < 2 + PREDICTED_WORDS
                     n += 1
     return nll / n, hits, base, n
 

@@ -31,7 +31,8 @@ from qtsearch.encoders.nn.objective import (
 )
 from qtsearch.encoders.nn.quick_thoughts import EncoderConfig, init_embedding
 
-TOP_K = 10
+#: A target word counts as predicted when it is among this many of the model's likeliest words.
+PREDICTED_WORDS = 10
 
 
 def fastsent_loss(
@@ -54,12 +55,12 @@ def fastsent_loss(
         words = ids[tgt]  # [P, T]: the words each pair's source must predict
         real = words > 1  # neither <pad> (0) nor <unk> (1)
         rows = src[:, None].expand_as(words)[real]
-        return word_prediction_stats(logp, rows, words[real], TOP_K)
+        return word_prediction_stats(logp, rows, words[real], PREDICTED_WORDS)
 
 
 class FastSent(nn.Module):
-    metric = f"top-{TOP_K} target-word accuracy"
-    baseline = f"the {TOP_K} most frequent words"
+    metric = f"top-{PREDICTED_WORDS} target-word accuracy"
+    baseline = f"the {PREDICTED_WORDS} most frequent words"
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
