@@ -7,6 +7,7 @@ also finds `../shared/data` beside it without either.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -45,3 +46,16 @@ def cache_dir(*parts: str) -> Path:
     path = root.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def code_key(folders: tuple[str, ...]) -> str:
+    """Hash of the qtsearch version and the source of the package's `folders` (rooms): what a
+    cache of computed vectors or indexes keys on besides the model's fingerprint, which names
+    the weights but not the code that reads text with them."""
+    from qtsearch.core.version import __version__
+
+    h = hashlib.sha256(__version__.encode())
+    for folder in folders:
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            h.update(str(path.relative_to(PACKAGE)).encode() + path.read_bytes())
+    return h.hexdigest()[:12]

@@ -243,19 +243,29 @@ def test_cached_indexes_are_keyed_by_the_encoding_code_too(tmp_path: Path,
     cache key, so a fixed encoder never scores an index of its old vectors."""
     import shutil
 
+    from qtsearch.core import paths
+    from qtsearch.evaluation import vector_cache
     from qtsearch.evaluation.relevance import indexes
 
     package = tmp_path / "qtsearch"
-    shutil.copytree(indexes.PACKAGE, package, ignore=shutil.ignore_patterns(
+    shutil.copytree(paths.PACKAGE, package, ignore=shutil.ignore_patterns(
         "__pycache__", "default_model", "demo", "static"))
-    monkeypatch.setattr(indexes, "PACKAGE", package)
-    keys = []
-    for edit in ("encoders/mean.py", "text/tokenizer.py", "indexing/pipeline.py"):
-        indexes.build_code_key.cache_clear()
+    monkeypatch.setattr(paths, "PACKAGE", package)
+    keys, vector_keys = [], []
+
+    def read_keys() -> None:
+        for cached in (indexes.build_code_key, vector_cache._encoding_code_key):
+            cached.cache_clear()
         keys.append(indexes.build_code_key())
+        vector_keys.append(vector_cache._encoding_code_key())
+
+    for edit in ("encoders/mean.py", "text/tokenizer.py", "indexing/pipeline.py"):
+        read_keys()
         with (package / edit).open("a", encoding="utf-8") as fh:
             fh.write("\n# changed\n")
-    indexes.build_code_key.cache_clear()
-    keys.append(indexes.build_code_key())
-    indexes.build_code_key.cache_clear()
+    read_keys()
+    for cached in (indexes.build_code_key, vector_cache._encoding_code_key):
+        cached.cache_clear()
     assert len(set(keys)) == 4, keys
+    # evaluation vectors follow the code that encodes (text, encoders), not the index's
+    assert len(set(vector_keys)) == 3 and vector_keys[2] == vector_keys[3], vector_keys

@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from qtsearch.core.errors import QTSearchError, UnusableIndex
-from qtsearch.core.paths import PACKAGE, cache_dir
+from qtsearch.core.paths import cache_dir, code_key
 from qtsearch.core.progress import Reporter
-from qtsearch.core.version import __version__
 from qtsearch.evaluation.relevance.tasks_base import RelevanceTask
 from qtsearch.index.manifest import Manifest
 from qtsearch.index.names import META_FILE
@@ -35,13 +34,9 @@ BUILD_CODE = ("text", "encoders", "index", "indexing")
 
 @cache
 def build_code_key() -> str:
-    """Hash of the qtsearch version and the source of the code from text to index (an
-    encoder fix once left cached indexes of its old vectors in place)."""
-    h = hashlib.sha256(__version__.encode())
-    for folder in BUILD_CODE:
-        for path in sorted((PACKAGE / folder).rglob("*.py")):
-            h.update(str(path.relative_to(PACKAGE)).encode() + path.read_bytes())
-    return h.hexdigest()[:12]
+    """The key of the code from text to index (an encoder fix once left cached indexes of its
+    old vectors in place)."""
+    return code_key(BUILD_CODE)
 
 
 def pool_file(task: RelevanceTask) -> Path:
