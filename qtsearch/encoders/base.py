@@ -169,6 +169,11 @@ def default_model_path() -> Path:
     return DEFAULT_MODEL
 
 
+#: Tokens a mean-of-words model reads per row (the reader cuts a row at 10,000 characters):
+#: the whole row, not the training length (`max_len`).
+ROW_TOKENS = 4096
+
+
 class FolderEncoder:
     """What every encoder of a model folder shares, torch or not: the vocabulary and its token
     ids (the build's token path), the fingerprint, the model's search settings. Subclasses
@@ -187,7 +192,9 @@ class FolderEncoder:
         self.config = read_config(self.path)
         self.cfg: EncoderConfig = config_fields(self.config)
         self.vocab = read_vocab(self.path, self.cfg)
-        self.max_len = self.cfg.max_len
+        #: tokens of a row read: a mean of words, numpy's or torch's, costs nothing per
+        #: position and reads a row whole; the others stop at their training length
+        self.max_len = ROW_TOKENS if self.cfg.encoder == "mean" else self.cfg.max_len
         self.fingerprint = fingerprint(self.path)
         #: search settings measured for this model (config.json "search": fit, lexical_weight)
         self.search: dict[str, Any] = dict(self.config.get("search") or {})

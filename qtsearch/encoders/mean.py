@@ -42,9 +42,6 @@ BLOCK = 128
 #: From this many sentences a call goes through one sparse product per chunk of CHUNK.
 SPARSE_FROM = 256
 CHUNK = 16_384
-#: Tokens read per row. A mean costs nothing per position, so a row is read whole (the reader
-#: cuts a row at 10,000 characters) rather than cut at the training length (`max_len`).
-ROW_TOKENS = 4096
 #: A row's first LEAD_TOKENS tokens (the training length) weigh 1 in its mean, the rest
 #: TAIL_WEIGHT: a passage's title and opening say what it is about, and its later sentences
 #: add to it without drowning it (docs/retrieval.md, "Reading a passage whole").
@@ -65,7 +62,6 @@ class MeanEncoder(FolderEncoder):
             raise ModelError(f"{self.path}: not a mean-of-words model "
                              f"(encoder {self.cfg.encoder!r})")
         self.device = Cpu()
-        self.max_len = ROW_TOKENS
         names = (TABLE, NEGATED, ROLES) if self.cfg.negation_scope else (TABLE,)
         rows, *scope = read_tensors(self.path, names, keep_half=(TABLE,))
         if rows.ndim != 2 or rows.shape[0] != len(self.vocab):
@@ -127,9 +123,12 @@ class MeanEncoder(FolderEncoder):
             if counts is not None:
                 counts.add(flat, len(self.rows))
             marks = self._negation_marks(flat, starts) if self.scope else None
-            weights, totals = token_weights(lengths, starts)
+            weights = tail_weights(lengths, starts)
+            totals = lengths if weights is None else np.add.reduceat(weights, starts)
             if sparse:
-                shares = (weights / np.repeat(totals, lengths)).astype(np.float32)
+                shares = (np.repeat((1.0 / lengths).astype(np.float32), lengths)
+                          if weights is None
+                          else (weights / np.repeat(totals, lengths)).astype(np.float32))
                 out[s : s + step] = self._sparse_mean(whole, flat, lengths, marks, shares)
             else:
                 rows = (table.take(flat) if table is not None
@@ -138,7 +137,7 @@ class MeanEncoder(FolderEncoder):
                     scoped, cue = marks
                     rows[scoped] *= self.scope[0]
                     rows[cue] = 0
-                if totals is not lengths:  # a row past LEAD_TOKENS: its tail weighs less
+                if weights is not None:
                     rows *= weights[:, None]
                 out[s : s + step] = np.add.reduceat(rows, starts, axis=0)
                 out[s : s + step] /= totals[:, None]
@@ -178,12 +177,10 @@ class MeanEncoder(FolderEncoder):
         return out
 
 
-def token_weights(lengths: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(each token's weight in its sentence's mean, each sentence's sum of weights): 1 for the
-    first LEAD_TOKENS tokens, TAIL_WEIGHT after. Where no sentence is longer, the weights are
-    ones and the sums are `lengths` itself."""
+def tail_weights(lengths: np.ndarray, starts: np.ndarray) -> np.ndarray | None:
+    """Each token's weight in its sentence's mean, 1 for the first LEAD_TOKENS tokens and
+    TAIL_WEIGHT after; None where no sentence is longer (a plain mean: a query's case)."""
     if int(lengths.max(initial=0)) <= LEAD_TOKENS:
-        return np.ones(int(lengths.sum()), dtype=np.float32), lengths
+        return None
     position = np.arange(int(lengths.sum())) - np.repeat(starts, lengths)
-    weights = np.where(position < LEAD_TOKENS, 1.0, TAIL_WEIGHT).astype(np.float32)
-    return weights, np.add.reduceat(weights, starts) if len(weights) else lengths
+    return np.where(position < LEAD_TOKENS, 1.0, TAIL_WEIGHT).astype(np.float32)

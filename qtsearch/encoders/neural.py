@@ -45,10 +45,6 @@ class Encoder(FolderEncoder):
             # give them <unk> under the same fingerprint
             raise ModelError(f"{self.path}: a mean model with a pieces table is encoded by "
                              "MeanEncoder (load_encoder picks it), not by Encoder")
-        if self.cfg.encoder == "mean":  # rows read whole, as MeanEncoder reads them
-            from qtsearch.encoders.mean import ROW_TOKENS
-
-            self.max_len = ROW_TOKENS
         self.model = load_weights(self.path, encoder_config(self.config))
         self.device = resolve_device(device)
         self.amp = autocast_dtype(self.device, precision)
