@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -183,20 +183,12 @@ class Manifest:
     @classmethod
     def _of(cls, data: dict[str, Any]) -> Manifest:
         """`data`, whose keys are checked, typed; missing optional keys get their defaults."""
-        model = data["model"]
-        kept = {k: data[k] for k in ("model_dim", "files", "corpus", "added", "deleted",
-                                     "split_sentences", "fts", "docs", "passage_words",
-                                     "transform", "build", "stages", "input_format")
-                if k in data}
+        own = {"raw", "model", "record_fields"}  # not read as they are stored
+        kept = {f.name: data[f.name] for f in fields(cls) if f.name not in own and f.name in data}
         if data.get("record_fields"):  # [] names no fields, as (None, None, None) does
             kept["record_fields"] = tuple(data["record_fields"])
-        return cls(raw=data, format=data["format"], version=data["version"],
-                   count=data["count"], dim=data["dim"], index_type=data["index_type"],
-                   index_key=data["index_key"], index_params=data["index_params"],
-                   metric=data["metric"],
-                   model=ModelRef(**{k: model.get(k) for k in ("path", "fingerprint", "name",
-                                                               "dim")}),
-                   **kept)
+        model = ModelRef(**{f.name: data["model"].get(f.name) for f in fields(ModelRef)})
+        return cls(raw=data, model=model, **kept)
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest as read, unknown keys included: what a writer updates and writes back."""
