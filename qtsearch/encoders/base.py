@@ -172,6 +172,12 @@ def default_model_path() -> Path:
 #: Tokens a mean-of-words model reads per row (the reader cuts a row at 10,000 characters):
 #: the whole row, not the training length (`max_len`).
 ROW_TOKENS = 4096
+#: In that mean, a row's first LEAD_TOKENS tokens (the training length) weigh 1 and the rest
+#: TAIL_WEIGHT: a passage's title and opening say what it is about, and its later sentences
+#: add to it without drowning it (docs/retrieval.md, "Reading a passage whole"). numpy's
+#: encoder (qtsearch.encoders.mean) and torch's (qtsearch.encoders.nn.mean_words) both weigh so.
+LEAD_TOKENS = 50
+TAIL_WEIGHT = 0.3
 
 
 class FolderEncoder:

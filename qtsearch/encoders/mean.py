@@ -28,7 +28,7 @@ import numpy as np
 
 from qtsearch.core.device import Cpu
 from qtsearch.core.errors import ModelError
-from qtsearch.encoders.base import FolderEncoder, l2_normalize
+from qtsearch.encoders.base import LEAD_TOKENS, TAIL_WEIGHT, FolderEncoder, l2_normalize
 from qtsearch.encoders.files import TABLE, read_tensors
 from qtsearch.encoders.open_vocab import Float32Rows, OpenVocab, WordCounts
 from qtsearch.encoders.pieces import LazyPieces
@@ -42,11 +42,6 @@ BLOCK = 128
 #: From this many sentences a call goes through one sparse product per chunk of CHUNK.
 SPARSE_FROM = 256
 CHUNK = 16_384
-#: A row's first LEAD_TOKENS tokens (the training length) weigh 1 in its mean, the rest
-#: TAIL_WEIGHT: a passage's title and opening say what it is about, and its later sentences
-#: add to it without drowning it (docs/retrieval.md, "Reading a passage whole").
-LEAD_TOKENS = 50
-TAIL_WEIGHT = 0.3
 
 
 class MeanEncoder(FolderEncoder):

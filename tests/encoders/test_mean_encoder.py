@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from qtsearch import load_encoder
+from qtsearch.encoders.base import LEAD_TOKENS, TAIL_WEIGHT
 from qtsearch.encoders.files import TABLE, read_metrics, read_tensors
-from qtsearch.encoders.mean import LEAD_TOKENS, TAIL_WEIGHT
 from qtsearch.text.datasets.nli import NLIPair, read_nli
 from qtsearch.text.datasets.pairs import drop_overlap, eval_sentences, normalise
 from qtsearch.training.configs import MultitaskConfig

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from qtsearch.encoders.mean import LEAD_TOKENS, TAIL_WEIGHT
+from qtsearch.encoders.base import LEAD_TOKENS, TAIL_WEIGHT
 from qtsearch.encoders.nn.quick_thoughts import EncoderConfig
 from qtsearch.text.negation import CUE, END, word_roles
 from qtsearch.text.vocab import Vocab
