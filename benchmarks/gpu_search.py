@@ -101,7 +101,8 @@ def main() -> None:
         t = time.perf_counter()
         index.search(s, args.k)
         lat.append(time.perf_counter() - t)
-    print(f"\nOne sentence end to end (encode on GPU + search + metadata), {len(lat)} queries: "
+    print(f"\nOne sentence end to end (encoding where the model runs, GPU search, metadata), "
+          f"{len(lat)} queries: "
           f"p50 {1e3 * statistics.median(lat):.1f} ms, "
           f"p95 {1e3 * float(np.percentile(lat, 95)):.1f} ms")
     index.close()

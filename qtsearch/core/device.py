@@ -65,6 +65,15 @@ def resolve_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
+def placement(name: str = "auto") -> torch.device | Cpu:
+    """Where work asked for on device `name` runs: `Cpu()`, decided without importing torch
+    where no GPU can be there, or the torch device `resolve_device` gives."""
+    check_device(name)
+    if name == "cpu" or (name == "auto" and not cuda_available()):
+        return Cpu()
+    return resolve_device(name)
+
+
 @lru_cache(maxsize=1)
 def cpu_has_bf16() -> bool:
     """Whether the CPU has AVX512-BF16 or AMX, which make bf16 matmuls faster than fp32

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from qtsearch.core.device import placement
 from qtsearch.core.errors import InputError, UnusableIndex, UsageError
 from qtsearch.encoders.base import IndexEncoder
 from qtsearch.index import INDEX_FILE, META_FILE
@@ -102,7 +103,9 @@ class Searcher:
         manifest = Manifest.read(folder)
         encoder = model_for(folder, manifest, model, device, precision)
         transform = VectorTransform.load(folder)
-        backend = open_backend(folder / INDEX_FILE, encoder.device)
+        # the device asked for, not the encoder's: a numpy encoder still searches a flat
+        # index on the GPU
+        backend = open_backend(folder / INDEX_FILE, placement(device))
         check_dims(folder, manifest, encoder, backend, transform)
         store = MetadataStore.open(folder / META_FILE, readonly=True)
         rows = store.count()

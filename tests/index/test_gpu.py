@@ -117,6 +117,26 @@ def test_index_open_on_cuda_searches_on_the_gpu(flat):
         assert len(set(want) & set(got)) >= 8  # GPU query encoding differs in the last bits
 
 
+@pytest.mark.cuda
+@needs_cuda
+def test_a_numpy_encoder_still_searches_a_flat_index_on_the_gpu(shipped_index):
+    """The shipped mean model encodes in numpy on every device; the device asked for decides
+    where the vectors are searched."""
+    with Searcher.open(shipped_index, device="cuda") as gpu:
+        assert gpu.encoder.device.type == "cpu"
+        assert isinstance(gpu.backend, GpuFlatBackend)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
+def test_cuda_without_a_gpu_is_refused_not_searched_on_the_cpu(shipped_index):
+    from qtsearch.core.errors import UsageError
+
+    with pytest.raises(UsageError, match="no CUDA GPU"):
+        Searcher.open(shipped_index, device="cuda")
+    with Searcher.open(shipped_index, device="auto") as auto:
+        assert not isinstance(auto.backend, GpuFlatBackend)
+
+
 
 def test_one_ahead_keeps_order_and_results():
     """The shard prefetch used beside a GPU yields what the plain loop yields, in order."""
