@@ -7,7 +7,8 @@ held-out query sentences until `--requests` requests were sent or `--max-seconds
 whichever comes first: every level stops by itself. A request counts as an error unless it
 answers 200 with one answer of k hits and no error. Reported per level: requests, errors,
 throughput (requests/s), client-side latency p50/p95/p99/max, the server process's CPU seconds
-per request (Linux /proc), and the load average before and after (the machine is shared).
+per request (Linux /proc), the latency of a `GET /health` sent every 0.1 s on a connection of
+its own while the level runs, and the load average before and after (the machine is shared).
 
     python benchmarks/serve_load.py /tmp/lat/hnsw_100000 \
         --queries /tmp/lat/gutenberg_100000.queries.json --clients 1 8 32 64 --requests 3000
@@ -95,6 +96,10 @@ def cpu_seconds(pid: int | None) -> float | None:
     return total + sum(cpu_seconds(c) or 0.0 for c in children)
 
 
+#: Seconds between the /health probes sent while a load level runs.
+HEALTH_EVERY = 0.1
+
+
 def run_level(url: str, queries: list[str], clients: int, requests: int, max_seconds: float,
               k: int, mode: str | None) -> dict[str, Any]:
     """`clients` threads sending up to `requests` searches in all, for at most `max_seconds`."""
@@ -135,15 +140,36 @@ def run_level(url: str, queries: list[str], clients: int, requests: int, max_sec
             errors.extend(wrong)
             sent[0] += tried
 
+    health: list[float] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        """GET /health every HEALTH_EVERY seconds on a connection of its own while the
+        level runs: how long a liveness check waits behind the searches."""
+        conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=120)
+        while not done.wait(HEALTH_EVERY):
+            t = time.perf_counter()
+            conn.request("GET", "/health")
+            conn.getresponse().read()
+            health.append(time.perf_counter() - t)
+        conn.close()
+
     threads = [threading.Thread(target=client) for _ in range(clients)]
+    prober = threading.Thread(target=probe)
     t0 = time.perf_counter()
     for t in threads:
         t.start()
+    prober.start()
     for t in threads:
         t.join()
     seconds = time.perf_counter() - t0
+    done.set()
+    prober.join()
     ms = np.asarray(latencies) * 1000 if latencies else np.zeros(1)
+    health_ms = np.asarray(health) * 1000 if health else np.zeros(1)
     return {"clients": clients, "requests": sent[0], "errors": len(errors),
+            "health_p50_ms": round(float(np.median(health_ms)), 2),
+            "health_max_ms": round(float(health_ms.max()), 2),
             "error_examples": errors[:3], "seconds": round(seconds, 2),
             "throughput_rps": round(len(latencies) / seconds, 1),
             **{f"p{p}_ms": round(float(np.percentile(ms, p)), 2) for p in (50, 95, 99)},
@@ -195,14 +221,15 @@ def run_hostile(url: str, queries: list[str], clients: int, pid: int | None) -> 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| clients | requests | errors | req/s | p50 ms | p95 ms | p99 ms | max ms | "
-             "server CPU ms/req | load avg before → after |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "server CPU ms/req | /health p50 / max ms | load avg before → after |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         cpu = f"{r['server_cpu_ms_per_request']:.1f}" if r.get(
             "server_cpu_ms_per_request") is not None else "—"
         lines.append(f"| {r['clients']} | {r['requests']:,} | {r['errors']} | "
                      f"{r['throughput_rps']:,.1f} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | "
                      f"{r['p99_ms']:.1f} | {r['max_ms']:.1f} | {cpu} | "
+                     f"{r['health_p50_ms']:.1f} / {r['health_max_ms']:.1f} | "
                      f"{r['load_before']:.1f} → {r['load_after']:.1f} |")
     return "\n".join(lines)
 

@@ -135,9 +135,9 @@ def fts_ids(folder: Path) -> list[int]:
 def as_built(folder: Path) -> None:
     """Record a hand-edited index's files in its manifest, as the qtsearch that wrote such an
     index did: the edit stands for an older layout, not for damage (writers refuse damage)."""
-    from qtsearch.index.manifest import read_manifest, write_manifest
+    from qtsearch.index.manifest import write_manifest
 
-    write_manifest(folder, read_manifest(folder))
+    write_manifest(folder, json.loads((folder / "manifest.json").read_text(encoding="utf-8")))
 
 
 def no_mounts() -> str | None:

@@ -15,7 +15,7 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from qtsearch.app.commands import register_all
+from qtsearch.app.commands import MODULES, modules_for, register_all
 from qtsearch.core.disk import NO_SPACE, no_space
 from qtsearch.core.errors import OutputError, QTSearchError, UsageError
 
@@ -42,18 +42,32 @@ def _drop_stdout() -> None:
     os.close(devnull)
 
 
-app = typer.Typer(
-    name="qtsearch",
-    cls=_Group,
-    help="Train Quick-Thoughts sentence encoders, index sentences with FAISS, and search them.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    # plain help, as the docs page prints it: Rich markup would take every "[encoders]" of the
-    # help texts for a tag and drop it
-    rich_markup_mode=None,
-)
-register_all(app)
+def make_app(modules: tuple[str, ...] = MODULES) -> typer.Typer:
+    """The `qtsearch` Typer app with the commands of `modules` (all by default)."""
+    app = typer.Typer(
+        name="qtsearch",
+        cls=_Group,
+        help="Train Quick-Thoughts sentence encoders, index sentences with FAISS, and search "
+             "them.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        # plain help, as the docs page prints it: Rich markup would take every "[encoders]" of
+        # the help texts for a tag and drop it
+        rich_markup_mode=None,
+    )
+    register_all(app, modules)
+    app.callback()(_root)
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    """`app`, every command registered, made when first asked for (the docs and tests read
+    it); a run of one command builds an app with that command's module alone (`_main`)."""
+    if name == "app":
+        globals()["app"] = made = make_app()
+        return made
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def version_line() -> str:
@@ -73,7 +87,6 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
                                  help="Print the version and the shipped model's "
@@ -144,7 +157,8 @@ def _main(argv: list[str] | None = None) -> None:
             if nproc > 1:  # `qtsearch train … --nproc N`: the N processes run this command
                 sys.exit(launch(nproc, argv))
         # not standalone: usage errors come here, to be printed as one line
-        code = app(args=argv, prog_name="qtsearch", standalone_mode=False)
+        code = make_app(modules_for(argv))(args=argv, prog_name="qtsearch",
+                                           standalone_mode=False)
         sys.stdout.flush()
     except BrokenPipeError:  # the last of the output met a closed pipe: see _Group
         _drop_stdout()

@@ -1,15 +1,22 @@
-"""Integrity you can check: the manifest records every file of the index (bytes and sha256),
-`qtsearch check INDEX` verifies them and that vectors, rows, full-text rows and the manifest's
-count agree, and every open compares the files' sizes with the record (a few `stat`s).
+"""Integrity you can check: the manifest records every file of the index (bytes, sha256 and
+modification time), `qtsearch check INDEX` verifies them and that vectors, rows, full-text rows
+and the manifest's count agree, and every open compares each file's size and time with the
+record (a few `stat`s).
 
 A flipped bit inside `index.faiss` or `transform.safetensors` changes answers without any
-reader noticing; only a checksum sees it, so `check` reads every byte (seconds per GB). The
-size check on open is what every command can afford: it catches a truncated or replaced file.
+reader noticing; only a checksum sees it, and reading every byte at each open would cost a
+one-shot query seconds per GB. A file rewritten after it was recorded has a new modification
+time, so an open hashes just the files whose time differs from the record: a damaged one is
+refused, an intact one (a copy that did not keep its times) is answered from, with a note, until
+`check` records its time. What the times cannot see is damage that kept them (a disk's own
+bit rot, or a time set back by hand): `check` reads every byte for that.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import os
 import stat
 from collections.abc import Iterator, Mapping
@@ -18,8 +25,12 @@ from typing import Any
 
 from qtsearch.core.errors import DamagedIndex, UnusableIndex
 
-#: The manifest key holding {relative path: {"bytes": n, "sha256": hex}}.
+log = logging.getLogger("qtsearch")
+
+#: The manifest key holding {relative path: {"bytes": n, "sha256": hex, STAMP: ns}}.
 FILES = "files"
+#: A recorded file's modification time in ns, as `os.stat` gave it when its sha256 was taken.
+STAMP = "mtime_ns"
 #: Never recorded: the manifest itself, a build's resume state, SQLite's side files (absent or
 #: empty in a finished index), temporary names, and the shards a build deletes at its end.
 _SKIP_NAMES = {"manifest.json", "state.json"}
@@ -44,23 +55,88 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _entry(path: Path) -> dict[str, Any]:
+    before = path.stat()
+    digest = sha256(path)
+    return {"bytes": before.st_size, "sha256": digest, STAMP: before.st_mtime_ns}
+
+
 def record(folder: str | os.PathLike) -> dict[str, dict[str, Any]]:
     """What the manifest records of the finished files in `folder` (written last, by
     write_manifest, so every other file is final)."""
     folder = Path(folder)
-    return {p.relative_to(folder).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256(p)}
-            for p in _files(folder)}
+    return {p.relative_to(folder).as_posix(): _entry(p) for p in _files(folder)}
 
 
-#: What the manifest's FILES records: {relative path: {"bytes": n, "sha256": hex}}.
+#: What the manifest's FILES records: {relative path: {"bytes": n, "sha256": hex, STAMP: ns}}.
 Recorded = Mapping[str, Mapping[str, Any]]
 
 
-def check_sizes(folder: str | os.PathLike, recorded: Recorded) -> None:
-    """The cheap check of every open: each file the manifest records (`recorded`) is there,
-    readable, with its recorded size (UnusableIndex naming the first that is not). Indexes from
-    before the record (nothing recorded) pass."""
+def check_open(folder: str | os.PathLike, recorded: Recorded) -> None:
+    """The check of every open: `check_sizes`, then the sha256 of each file whose modification
+    time is not the recorded one (DamagedIndex naming the first that differs; a note when
+    they are whole, i.e. copied without their times)."""
+    changed = check_sizes(folder, recorded)
+    if not changed:
+        return
     folder = Path(folder)
+    for name in changed:
+        problem = _file_problem(folder / name, recorded[name])
+        if problem:
+            raise DamagedIndex(damaged(folder, [problem]))
+    log.warning("%s: %d file(s) changed their modification time since the manifest recorded "
+                "them (copied without their times?) and were verified by sha256 on this open; "
+                "`qtsearch check %s` records their times, so that opening skips this",
+                folder, len(changed), folder)
+
+
+def verify_and_record(folder: str | os.PathLike, recorded: Recorded, count: int) -> list[str]:
+    """`verify`'s problems; when there are none, the modification times of files that changed
+    them while staying whole (a copy that did not keep its times) are recorded, so that opens
+    no longer hash them (a note where the folder is read-only or a writer is at work)."""
+    problems = verify(folder, recorded, count)
+    if problems:
+        return problems
+    changed = check_sizes(folder, recorded)
+    if changed:
+        from qtsearch.core.errors import QTSearchError
+
+        try:
+            _record_times(Path(folder), changed)
+        except (OSError, QTSearchError) as e:
+            log.warning("%s: could not record the times of %d file(s) (%s)", folder,
+                        len(changed), e)
+    return []
+
+
+def _record_times(folder: Path, names: list[str]) -> None:
+    """Record the modification times of `names` in the manifest under the writer lock; each
+    file is hashed again there, so a file changed in between keeps its old time."""
+    from qtsearch.core.config import write_json_atomic
+    from qtsearch.index.lock import writer_lock
+    from qtsearch.index.names import MANIFEST
+
+    with writer_lock(folder, "qtsearch check"):
+        path = folder / MANIFEST
+        data = json.loads(path.read_text(encoding="utf-8"))
+        files = data.get(FILES) or {}
+        for name in names:
+            want = files.get(name)
+            if not isinstance(want, dict):
+                continue
+            got = _entry(folder / name)
+            if (got["bytes"], got["sha256"]) == (want.get("bytes"), want.get("sha256")):
+                want[STAMP] = got[STAMP]
+        write_json_atomic(path, data)
+
+
+def check_sizes(folder: str | os.PathLike, recorded: Recorded) -> list[str]:
+    """The cheap part of every open's check: each file the manifest records (`recorded`) is
+    there, readable, with its recorded size (UnusableIndex naming the first that is not). The
+    files whose modification time is not the recorded one are returned. Indexes from before
+    the record (nothing recorded) pass."""
+    folder = Path(folder)
+    changed = []
     for name, want in recorded.items():
         path = folder / name
         try:
@@ -77,6 +153,9 @@ def check_sizes(folder: str | os.PathLike, recorded: Recorded) -> None:
             raise UnusableIndex(f"{path}: {st.st_size:,} bytes where the manifest records "
                               f"{want.get('bytes', 0):,}: damaged or changed since it was "
                               "written; rebuild the index")
+        if STAMP in want and st.st_mtime_ns != want[STAMP]:
+            changed.append(name)
+    return changed
 
 
 def verify(folder: str | os.PathLike, recorded: Recorded, count: int) -> list[str]:
@@ -114,7 +193,7 @@ def _file_problem(path: Path, want: dict[str, Any]) -> str | None:
     if not path.is_file():
         return f"{path}: missing"
     try:
-        got = {"bytes": path.stat().st_size, "sha256": sha256(path)}
+        got = _entry(path)
     except PermissionError:
         return f"{path}: permission denied"
     if got["bytes"] != want.get("bytes"):

@@ -78,8 +78,10 @@ def _wrong(value: Any, want: str, where: str) -> str:
     return f"{where} is {json.dumps(value)[:40]} where {want} belongs"
 
 
-def read_manifest(index_dir: str | Path) -> dict[str, Any]:
-    """The manifest of an index folder; UnusableIndex (one clear line) when missing or corrupt."""
+def read_manifest(index_dir: str | Path, hash_changed: bool = True) -> dict[str, Any]:
+    """The manifest of an index folder; UnusableIndex (one clear line) when missing or corrupt,
+    or when a file differs from its record (`integrity.check_open`; `hash_changed` False leaves
+    the files whose time changed unhashed, for `check`, which hashes every file anyway)."""
     folder = Path(index_dir)
     if not folder.exists():
         from qtsearch.index.lock import restore_if_missing
@@ -107,10 +109,10 @@ def read_manifest(index_dir: str | Path) -> dict[str, Any]:
     wrong = shape_problem(data, SHAPE)
     if wrong:
         raise DamagedIndex(f"{path}: corrupt manifest ({wrong}); rebuild the index")
-    from qtsearch.index.integrity import FILES, check_sizes
+    from qtsearch.index.integrity import FILES, check_open, check_sizes
 
-    # a truncated or replaced file fails here, in one line
-    check_sizes(folder, data.get(FILES) or {})
+    # a truncated, replaced or rewritten file fails here, in one line
+    (check_open if hash_changed else check_sizes)(folder, data.get(FILES) or {})
     return data
 
 
@@ -165,9 +167,9 @@ class Manifest:
     input_format: str | None = None
 
     @classmethod
-    def read(cls, index_dir: str | Path) -> Manifest:
+    def read(cls, index_dir: str | Path, hash_changed: bool = True) -> Manifest:
         """`read_manifest`'s manifest, typed (the same checks, the same one-line errors)."""
-        return cls._of(read_manifest(index_dir))
+        return cls._of(read_manifest(index_dir, hash_changed))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Manifest:

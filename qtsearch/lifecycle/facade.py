@@ -21,7 +21,7 @@ from qtsearch.core.errors import UsageError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import SentenceEncoder
 from qtsearch.index.folder import index_info
-from qtsearch.index.integrity import verify
+from qtsearch.index.integrity import verify_and_record
 from qtsearch.index.manifest import Manifest
 from qtsearch.indexing.append import AddResult, add_to_index, manifest_read_options, split_option
 from qtsearch.indexing.config import IndexConfig
@@ -229,9 +229,10 @@ class Index:
 
     def check(self) -> list[str]:
         """What `qtsearch check` finds, one line a problem (empty: the index is whole): each
-        file against its recorded sha256, and vectors, rows and the manifest's count."""
-        manifest = Manifest.read(self.path)
-        return verify(self.path, manifest.files, manifest.count)
+        file against its recorded sha256, and vectors, rows and the manifest's count. As
+        `check` does, a whole index gets the times of files copied without them recorded."""
+        manifest = Manifest.read(self.path, hash_changed=False)
+        return verify_and_record(self.path, manifest.files, manifest.count)
 
     def __repr__(self) -> str:
         return f"Index({str(self.path)!r}: {self._searcher.describe()})"

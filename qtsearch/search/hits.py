@@ -167,6 +167,11 @@ def fold(results: Results, k: int, by: str) -> Results:
     return Results(order[:k], results.note, results.query, results.basis)
 
 
+def first_fetch(k: int, by: str, count: int) -> int:
+    """How many passages `deepen` fetches for one query first (of an index of `count` rows)."""
+    return min(count, k * FETCH_PER_RESULT[by] + 10)
+
+
 def deepen(search: Callable[[int], list[Results]], k: int, by: str,
            count: int) -> list[Results]:
     """Each query's `k` folded hits (`fold`) from `search(fetch)`, its `fetch` best passages
@@ -175,7 +180,7 @@ def deepen(search: Callable[[int], list[Results]], k: int, by: str,
     deeper, up to MAX_DEEPENING times the first fetch, and not after a deeper fetch found
     nothing new: on an index of 10 documents, k=100 by document would otherwise rank and read
     every row. A list left short that way says so in its note."""
-    first = fetch = min(count, k * FETCH_PER_RESULT[by] + 10)
+    first = fetch = first_fetch(k, by, count)
     before: list[Results] | None = None
     while True:
         found = search(fetch)

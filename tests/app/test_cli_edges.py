@@ -204,3 +204,35 @@ def test_info_on_an_index_leads_with_what_a_reader_looks_for(flat: Path, capsys)
     code, out, _ = run(capsys, "info", str(flat), "--json")
     data = json.loads(out)
     assert data["kind"] == "index" and isinstance(data["corpus"], list) and data["count"] > 0
+
+
+def test_each_command_module_registers_the_commands_it_is_listed_with() -> None:
+    """COMMANDS tells which module to import for a command without importing any: it must
+    name every command each module registers, no more."""
+    import importlib
+
+    from qtsearch.app.commands import COMMANDS, MODULES
+
+    assert tuple(COMMANDS) == MODULES
+    for module, names in COMMANDS.items():
+        one = typer.Typer()
+        importlib.import_module(f"qtsearch.app.commands.{module}").register(one)
+        got = [c.name or c.callback.__name__.replace("_", "-") for c in one.registered_commands] + \
+              [g.name or g.typer_instance.info.name for g in one.registered_groups]
+        assert sorted(got) == sorted(names), module
+
+
+def test_a_search_imports_its_command_module_alone(shipped_index: Path) -> None:
+    """A one-shot `qtsearch search` registers the query commands only: the training options
+    and configs and the other commands' modules stay unimported."""
+    code = ("import atexit, sys\n"
+            "atexit.register(lambda: print(sorted(m for m in sys.modules if m.startswith("
+            "('qtsearch.app.commands.', 'qtsearch.training'))), "
+            "file=sys.stderr))\n"
+            "from qtsearch.app.cli import main\n"
+            f"main(['search', {str(shipped_index)!r}, 'Emma was happy.', '-k', '1'])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, **ENV_THREADS}, cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr
+    loaded = eval(r.stderr.strip().splitlines()[-1])  # the list printed at exit
+    assert loaded == ["qtsearch.app.commands.common", "qtsearch.app.commands.query"], loaded

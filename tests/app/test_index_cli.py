@@ -46,9 +46,9 @@ def _vectors(folder: Path) -> np.ndarray:
 
 def _stable(manifest: dict) -> dict:
     """The manifest without what legitimately differs between two runs (timings, time, the
-    checksums of config.json, which names the output folder, and of SQLite's file, whose
-    header counts the transactions)."""
-    files = {k: v for k, v in manifest.get("files", {}).items()
+    files' modification times, the checksums of config.json, which names the output folder,
+    and of SQLite's file, whose header counts the transactions)."""
+    files = {k: (v["bytes"], v["sha256"]) for k, v in manifest.get("files", {}).items()
              if k not in ("config.json", "meta.sqlite")}
     return {**{k: v for k, v in manifest.items() if k not in ("stages", "created")},
             "files": files}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cli_helpers import as_built
 from serve_fixtures import serving
 
 from qtsearch.app.cli import main
@@ -226,6 +227,7 @@ def test_an_index_without_full_text_answers_409_for_words(flat, tmp_path):
     db = sqlite3.connect(old / "meta.sqlite")
     db.execute("DROP TABLE sentences_fts")
     db.close()  # folds the write-ahead log into the file, which readers open immutable
+    as_built(old)
     with serving(old) as url, httpx.Client(base_url=url, timeout=60) as c:
         assert "has no full-text table" in error_of(
             c.get("/search", params={"q": Q1, "mode": "lexical"}), 409)

@@ -1,7 +1,8 @@
 """What one request may cost `qtsearch serve` (qtsearch.core.budget, qtsearch.app.serve.limits):
 the stored text it would read is measured before it is read, an answer's size before it is
-built, a search by document stops deepening, a request past its deadline gets 503, and /health
-answers while the thread pool is full.
+built, a search by document stops deepening, a request past its deadline gets 503, one sure
+to miss it (by its parameters) 413 before it starts, and /health answers while the thread pool
+is full.
 
 The servers are real (uvicorn on a loopback port, in this process or as `qtsearch serve`) over
 copies of the session's real flat index; "long" copies hold one row of several megabytes, as
@@ -185,6 +186,27 @@ def test_a_request_past_its_deadline_gets_503(flat):
         assert r.headers["retry-after"]
         assert c.get("/search", params={"q": queries[0], "k": 3}).status_code == 200
     assert seconds < 10
+
+
+def test_a_request_sure_to_miss_its_deadline_is_refused_before_it_starts(flat):
+    """10 queries by document at k=1000 rank at least 2,000 passages each (the whole index):
+    at least 0.3 s of work, estimated from the parameters, against a deadline of 0.2 s: 413 at
+    once, where it would have worked until its deadline. A small search still answers."""
+    from qtsearch.app.serve.limits import least_seconds
+
+    queries = [f"She was very happy to see her old friend {n}." for n in range(10)]
+    least = least_seconds(10, 1000, "doc", 2000)
+    assert least > 0.2
+    with serving(flat, request_timeout=0.2) as url, \
+            httpx.Client(base_url=url, timeout=120) as c:
+        started = time.monotonic()
+        r = c.post("/search", json={"q": queries, "k": 1000, "by": "doc"})
+        seconds = time.monotonic() - started
+        assert error_of(r, 413) == (f"10 queries × k 1000 by document: at least {least:.1f} s "
+                                    "of work, over the 0.2 s a request may take (ask for fewer "
+                                    "queries or a smaller k)")
+        assert c.get("/search", params={"q": queries[0], "k": 3}).status_code == 200
+    assert seconds < least
 
 
 def test_health_answers_while_the_thread_pool_is_full(flat, tmp_path):

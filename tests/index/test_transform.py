@@ -181,12 +181,12 @@ def test_changing_fit_on_a_rerun_keeps_the_embedded_shards(corpus, tiny_model, t
 
 def test_an_index_from_before_transforms_and_full_text_still_opens(corpus, tiny_model,
                                                                     tmp_path):
-    """No transform files, no transform/model_dim/fts keys, no FTS table: it opens and its
-    vectors are the encoder's own."""
+    """No transform files, no transform/model_dim/fts/files keys, no FTS table: it opens and
+    its vectors are the encoder's own."""
     folder = _build(corpus, tiny_model, tmp_path / "old", fit="none").path
     assert not (folder / TRANSFORM_FILE).exists()
     manifest = json.loads((folder / "manifest.json").read_text())
-    for key in ("transform", "model_dim", "fts"):
+    for key in ("transform", "model_dim", "fts", "files"):
         manifest.pop(key, None)
     (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     conn = sqlite3.connect(folder / "meta.sqlite")

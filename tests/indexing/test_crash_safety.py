@@ -172,10 +172,10 @@ def assert_same_index(got: Path, ref: Path) -> None:
                         if k not in ("stages", "created", "files")}
     mine, theirs = (json.loads((f / "manifest.json").read_text()) for f in (got, ref))
     assert stable(mine) == stable(theirs)
-    # every file but these byte-identical, by its recorded sha256 (config.json names the
-    # output folder; SQLite's file header counts the transactions that wrote the same rows)
-    same = lambda m: {k: v for k, v in m["files"].items()  # noqa: E731
-                      if k not in ("config.json", "meta.sqlite")}
+    # every file but these byte-identical, by its recorded size and sha256 (config.json names
+    # the output folder; SQLite's file header counts the transactions that wrote the same rows)
+    same = lambda m: {k: (v["bytes"], v["sha256"])  # noqa: E731
+                      for k, v in m["files"].items() if k not in ("config.json", "meta.sqlite")}
     assert same(mine) == same(theirs)
 
 

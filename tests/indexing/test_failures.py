@@ -50,7 +50,7 @@ def test_disk_full_while_add_writes_sqlite_is_exit_6_naming_the_file(flat, share
     disk, kept = tmp_path / "disk", tmp_path / "kept"
     disk.mkdir()
     script = (f"mount -t tmpfs -o size={2 * size + (256 << 10)} tmpfs {disk} && "
-              f"cp -r {flat} {disk}/index && "
+              f"cp -a {flat} {disk}/index && "
               f"{sys.executable} {REPO / 'cli.py'} add {disk}/index {more} -q; "
               f"echo exit=$? >&2; cp -r {disk} {kept}")
     r = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,

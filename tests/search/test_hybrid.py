@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import as_built
 
 from qtsearch.core.errors import InputError, UnusableIndex, UsageError
 from qtsearch.index import backend as backend_module
@@ -259,6 +260,7 @@ def test_an_index_without_full_text_table_opens_for_semantic_search(flat, tmp_pa
     conn.execute("DROP TABLE sentences_fts")
     conn.commit()
     conn.close()
+    as_built(old)
     with caplog.at_level(logging.WARNING, logger="qtsearch"):
         idx = Searcher.open(old)
     with idx:
@@ -315,6 +317,7 @@ def test_an_index_of_the_old_format_still_opens(shared_data, tiny_model, tmp_pat
     conn.execute("DROP TABLE sentences_fts")
     conn.commit()
     conn.close()
+    as_built(out)
     assert not list(out.glob("transform.*"))
     with Searcher.open(out) as idx:
         assert idx.transform is None and idx.default_mode == "semantic"

@@ -13,12 +13,14 @@ from qtsearch.core.errors import DamagedIndex
 def check(index: Path = typer.Argument(..., help="An index folder made by build-index.")) -> None:
     """Verify an index: every file's sha256 against the one its manifest records, and that
     vectors, rows, full-text rows and the manifest's count agree. Reads every byte (seconds
-    per GB); exit 5 with the problems in one line when anything is off, 0 when it is whole."""
-    from qtsearch.index.integrity import counts, damaged, verify
+    per GB); exit 5 with the problems in one line when anything is off, 0 when it is whole.
+    Files found whole whose modification time changed (a copy that did not keep the times)
+    have their times recorded, so that opening the index no longer hashes them."""
+    from qtsearch.index.integrity import counts, damaged, verify_and_record
     from qtsearch.index.manifest import Manifest
 
-    manifest = Manifest.read(index)
-    problems = verify(index, manifest.files, manifest.count)
+    manifest = Manifest.read(index, hash_changed=False)
+    problems = verify_and_record(index, manifest.files, manifest.count)
     if problems:
         raise DamagedIndex(damaged(index, problems))
     files = manifest.files

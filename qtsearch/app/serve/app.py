@@ -27,7 +27,14 @@ from starlette.exceptions import HTTPException
 
 from qtsearch.app.serve.bodies import AddBody, AnalogyBody, DeleteBody, SearchBody
 from qtsearch.app.serve.guards import Guards, check_token
-from qtsearch.app.serve.limits import BodyLimit, HTTPError, Limits, error_body, status_of
+from qtsearch.app.serve.limits import (
+    BodyLimit,
+    HTTPError,
+    Limits,
+    error_body,
+    least_seconds,
+    status_of,
+)
 from qtsearch.app.serve.served import ServedIndex
 from qtsearch.app.shell import within
 from qtsearch.core.budget import SEARCH_ADVICE, Budget, spending
@@ -160,11 +167,20 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
             raise HTTPError(413, f"{len(queries)} queries × k {k} = {len(queries) * k:,} "
                                  f"results in one request: at most {limits.max_results:,}")
         with served.use() as idx, budget():
+            reranking = within(reranker, idx.count) if rerank else None
+            least = least_seconds(len(queries), k, by if not ids else "passage", idx.count,
+                                  reranking.depth if reranking else 0)
+            if least > limits.request_timeout:  # sure to run past its deadline: refuse now
+                raise HTTPError(413, f"{len(queries)} queries × k {k}"
+                                     f"{' by document' if by == 'doc' else ''}"
+                                     f"{' re-ranked' if reranking else ''}: at least "
+                                     f"{least:.1f} s of work, over the "
+                                     f"{limits.request_timeout:g} s a request may take ("
+                                     f"{SEARCH_ADVICE})")
             explainer = Explainer(idx) if explain else None
             if not ids:
                 return respond(answer_queries(idx, [str(q) for q in queries], k, mode, where,
-                                              within(reranker, idx.count) if rerank else None,
-                                              by), explainer)
+                                              reranking, by), explainer)
             try:
                 return respond(answer_ids(idx, [_as_id(q) for q in queries], k, where),
                                explainer)

@@ -60,6 +60,25 @@ class Limits:
     allow_hosts: tuple[str, ...] = ()  # Host names answered besides loopback (guards.Guards)
 
 
+#: CPU seconds a request costs at least, by what it asks (measured on the reference 2-core
+#: machine: docs/serving.md, "Budgets"): each query's encoding, legs and store read; each
+#: passage of its first fetch ranked; each text a re-ranker encodes.
+SECONDS_PER_QUERY = 2e-3
+SECONDS_PER_PASSAGE = 15e-6
+SECONDS_PER_RERANKED_TEXT = 8e-3
+
+
+def least_seconds(queries: int, k: int, by: str, count: int, rerank_depth: int = 0) -> float:
+    """The least work, in CPU seconds, of `queries` searches for `k` results `by` passage or
+    document on an index of `count` rows, each re-ranking its first `rerank_depth` (0: none):
+    its first fetch only, as a search that deepens it costs more."""
+    from qtsearch.search.hits import first_fetch
+
+    reranked = rerank_depth + 1 if rerank_depth else 0  # the query's encoding too
+    return queries * (SECONDS_PER_QUERY + first_fetch(k, by, count) * SECONDS_PER_PASSAGE
+                      + reranked * SECONDS_PER_RERANKED_TEXT)
+
+
 class HTTPError(Exception):
     """An error with its HTTP status (and headers, e.g. WWW-Authenticate for a 401)."""
 
