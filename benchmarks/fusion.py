@@ -22,7 +22,7 @@ from pathlib import Path
 
 from qtsearch.core.paths import data_root
 from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
-from qtsearch.evaluation.relevance.runner import run_queries
+from qtsearch.evaluation.relevance.relevance_run import run_queries
 from qtsearch.evaluation.relevance.tasks_base import RelevanceConfig, load_tasks
 from qtsearch.search.searcher import QUERY_PRECISION, Searcher
 

@@ -26,11 +26,11 @@ from dataclasses import replace
 from qtsearch.core.paths import data_root
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
-from qtsearch.evaluation.relevance.runner import run_queries as run_relevance
+from qtsearch.evaluation.relevance.relevance_run import run_queries as run_relevance
 from qtsearch.evaluation.relevance.tasks_base import RelevanceConfig, load_tasks
 from qtsearch.evaluation.retrieval import answers, beir
-from qtsearch.evaluation.retrieval.runner import collection_index
-from qtsearch.evaluation.retrieval.runner import run_queries as run_retrieval
+from qtsearch.evaluation.retrieval.retrieval_run import collection_index
+from qtsearch.evaluation.retrieval.retrieval_run import run_queries as run_retrieval
 from qtsearch.search.fusion import SearchSettings
 from qtsearch.search.searcher import QUERY_PRECISION, Searcher
 

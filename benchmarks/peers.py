@@ -69,7 +69,7 @@ from build_index import write_corpus
 SYSTEMS = ("qtsearch", "minilm", "model2vec", "txtai")
 #: Systems that encode with all-MiniLM-L6-v2 (--minilm-sentences limits their corpus).
 MINILM_SYSTEMS = ("minilm", "txtai")
-#: The relevance benchmark's label of each system (qtsearch/evaluation/relevance/runner.py).
+#: The relevance benchmark's label of each system (qtsearch/evaluation/relevance/relevance_run.py).
 RELEVANCE_SYSTEMS = {"qtsearch": "default:hybrid", "minilm": "minilm:semantic",
                      "model2vec": "model2vec:semantic"}
 #: The system's label in the JSON of `qtsearch bench relevance` and `bench retrieval`; txtai is

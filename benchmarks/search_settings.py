@@ -19,7 +19,7 @@ from pathlib import Path
 from qtsearch.core.paths import data_root
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation.relevance.indexes import pool_file
-from qtsearch.evaluation.relevance.runner import run_queries
+from qtsearch.evaluation.relevance.relevance_run import run_queries
 from qtsearch.evaluation.relevance.tasks_base import RelevanceConfig, load_tasks
 from qtsearch.indexing.pipeline import IndexConfig, build_index
 from qtsearch.search.searcher import QUERY_PRECISION, Searcher

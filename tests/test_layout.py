@@ -129,14 +129,18 @@ def test_no_module_over_400_lines() -> None:
 
 #: Module names too generic to say what they hold once two folders use them: at most one
 #: module of each name in the package (`index/store.py` is the index's metadata store, and the
-#: evaluation's vectors on disk are `evaluation/vector_cache.py`).
+#: evaluation's vectors on disk are `evaluation/vector_cache.py`). A module of app/commands/ is
+#: named after its CLI command (`adapt.py` is `qtsearch adapt`) and is not counted.
 UNIQUE_MODULE_NAMES = ("engine.py", "store.py", "searcher.py", "harness.py", "vector_cache.py",
-                       "tasks_base.py")
+                       "tasks_base.py", "pairs.py", "runner.py", "report.py", "nli.py",
+                       "infersent.py", "adapt.py", "registry.py")
+COMMANDS = PACKAGE / "app" / "commands"
 
 
 def test_generic_module_names_are_unique() -> None:
     for name in UNIQUE_MODULE_NAMES:
-        found = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob(name))
+        found = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob(name)
+                       if p.parent != COMMANDS)
         assert len(found) <= 1, f"{name} names {len(found)} modules: {found}"
 
 

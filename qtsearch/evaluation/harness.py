@@ -28,7 +28,7 @@ import numpy as np
 from qtsearch.core.paths import data_root
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import l2_normalize
-from qtsearch.evaluation.registry import Registry
+from qtsearch.evaluation.task_registry import Registry
 from qtsearch.evaluation.vector_cache import VectorStore
 
 if TYPE_CHECKING:

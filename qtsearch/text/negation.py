@@ -20,7 +20,7 @@ from collections.abc import Set as AbstractSet
 
 import numpy as np
 
-from qtsearch.text.datasets.pairs import Pair, normalise
+from qtsearch.text.datasets.paraphrase_data import Pair, normalise
 
 #: Tokens that open a negation's scope (as the tokeniser gives them: "isn't" -> "is", "n't";
 #: "cannot" -> "can", "not"), and tokens that close it; a sentence's end closes it too.

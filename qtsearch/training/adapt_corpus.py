@@ -1,4 +1,4 @@
-"""The corpus side of `qtsearch adapt` (training/adapt.py): documents read from records or
+"""The corpus side of `qtsearch adapt` (training/adapt_trainer.py): documents read from records or
 text, the words the base model lacks and their starting vectors, and each task's pairs.
 
 A document is a title (or None) and its sentences. Every HELD_OUT-th document is held out:
@@ -28,7 +28,7 @@ from qtsearch.text.reader import list_files, read_sentences
 from qtsearch.text.tokenizer import tokenize
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.configs import HELD_OUT
-from qtsearch.training.objectives.pairs import PairSet
+from qtsearch.training.objectives.contrastive import PairSet
 
 #: Pairs per document for the title and inverse-cloze tasks (the first sentences, which in
 #: abstracts and articles state the topic): more adds steps, not new documents.

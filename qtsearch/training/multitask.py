@@ -9,8 +9,8 @@ of trainable word vectors started from --word-vectors); it is the sentence encod
 the saved model (vectors = its output, loadable by `load_encoder`). Each task has its own head,
 as GenSen gives each task its own decoder: QT scores f(s_i)·g(s_j) with f the shared encoder and
 g a task-specific context encoder of the same shape; NLI classifies [u, v, |u−v|, u*v]; the
-pairs task (training/pairs.py) compares the shared encoder's vectors directly; the teacher task
-(training/teacher.py) projects them to the teacher's width.
+pairs task (training/pairs_trainer.py) compares the shared encoder's vectors directly; the
+teacher task (training/teacher.py) projects them to the teacher's width.
 
 Each step trains one task on one batch, chosen by `loop.task_schedule` (`proportional`: drawn
 in proportion to the tasks' batches per epoch, so both pass over their data at the same rate;
@@ -28,22 +28,22 @@ from torch import Tensor
 
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.nn.objective import BatchStats, qt_loss
-from qtsearch.text.datasets.nli import read_nli
-from qtsearch.text.datasets.pairs import read_pairs
+from qtsearch.text.datasets.nli_data import read_nli
+from qtsearch.text.datasets.paraphrase_data import read_pairs
 from qtsearch.text.datasets.qa import read_qa
 from qtsearch.training.checkpoint import writable_folder
 from qtsearch.training.configs import MultitaskConfig
 from qtsearch.training.distributed import first_rank_only
-from qtsearch.training.infersent import (
+from qtsearch.training.infersent_setup import (
     pair_encoder_config,
     pairs_vocab,
     pretrained_vectors,
     sentence_encoder,
 )
 from qtsearch.training.loop import Loop, RunResult, Runtime, Task
-from qtsearch.training.nli import nli_sentences, nli_split, nli_task
+from qtsearch.training.nli_trainer import nli_sentences, nli_split, nli_task
 from qtsearch.training.objectives.corpus import CorpusTask
-from qtsearch.training.pairs import (
+from qtsearch.training.pairs_trainer import (
     pair_sentences,
     pairs_split,
     pairs_task,

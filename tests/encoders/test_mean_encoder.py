@@ -16,8 +16,8 @@ import torch
 from qtsearch import load_encoder
 from qtsearch.encoders.base import LEAD_TOKENS, TAIL_WEIGHT
 from qtsearch.encoders.files import TABLE, read_metrics, read_tensors
-from qtsearch.text.datasets.nli import NLIPair, read_nli
-from qtsearch.text.datasets.pairs import drop_overlap, eval_sentences, normalise
+from qtsearch.text.datasets.nli_data import NLIPair, read_nli
+from qtsearch.text.datasets.paraphrase_data import drop_overlap, eval_sentences, normalise
 from qtsearch.training.configs import MultitaskConfig
 from qtsearch.training.multitask import train_multitask
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from conftest import small_yelp_data
 
+from qtsearch.evaluation.analogy.analogy_run import OVERALL, evaluate, questions
 from qtsearch.evaluation.analogy.build import AnalogyTuple
 from qtsearch.evaluation.analogy.metrics import rank_answers, scores_by_group, summarise
-from qtsearch.evaluation.analogy.runner import OVERALL, evaluate, questions
 
 # Six unit vectors; the query a:b::c:? with a=0, b=1, c=2 is v2 + v1 − v0 = (−1, 1, 1), whose
 # scores against the pool are −1, 1, 1, 1.4, 0.2, 1.

@@ -12,8 +12,8 @@ import pytest
 from qtsearch.core.errors import UnusableIndex, UsageError
 from qtsearch.evaluation.files import read_lines, read_tsv
 from qtsearch.evaluation.relevance.indexes import check_rows, task_index
-from qtsearch.evaluation.relevance.report import table, to_markdown
-from qtsearch.evaluation.relevance.runner import (
+from qtsearch.evaluation.relevance.relevance_report import table, to_markdown
+from qtsearch.evaluation.relevance.relevance_run import (
     System,
     parse_systems,
     run_benchmark,
@@ -226,7 +226,7 @@ def test_warnings_of_a_query_loop_are_counted_not_printed(caplog: pytest.LogCapt
                                                           ) -> None:
     import logging
 
-    from qtsearch.evaluation.relevance.runner import WarningCounter
+    from qtsearch.evaluation.relevance.relevance_run import WarningCounter
 
     log = logging.getLogger("qtsearch")
     with caplog.at_level(logging.INFO, logger="qtsearch"), WarningCounter().attached() as c:

@@ -12,9 +12,9 @@ import pytest
 
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.configs import MultitaskConfig, NLITrainConfig
-from qtsearch.training.infersent import corpus_words
+from qtsearch.training.infersent_setup import corpus_words
 from qtsearch.training.multitask import multitask_loop
-from qtsearch.training.nli import nli_loop
+from qtsearch.training.nli_trainer import nli_loop
 
 REPO = Path(__file__).resolve().parents[2]
 BOOK = "gutenberg/0003-austen-jane--emma.txt.gz"

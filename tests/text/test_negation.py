@@ -17,11 +17,11 @@ import torch
 from qtsearch import load_encoder
 from qtsearch.encoders.nn.folder import load_model
 from qtsearch.encoders.nn.mean_words import in_scope as torch_in_scope
-from qtsearch.text.datasets.pairs import Pair, normalise, read_pairs_file
+from qtsearch.text.datasets.paraphrase_data import Pair, normalise, read_pairs_file
 from qtsearch.text.negation import CUE, END, PLAIN, in_scope, negate, with_negations, word_roles
 from qtsearch.text.tokenizer import tokenize
 from qtsearch.training.configs import PairsTrainConfig
-from qtsearch.training.pairs import train_pairs
+from qtsearch.training.pairs_trainer import train_pairs
 
 REPO = Path(__file__).resolve().parents[2]
 M30K_VAL = "pairs/multi30k/val.1.en.gz"

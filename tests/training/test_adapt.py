@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from qtsearch.training.adapt import adapt
 from qtsearch.training.adapt_corpus import read_documents
+from qtsearch.training.adapt_trainer import adapt
 from qtsearch.training.configs import AdaptConfig
 
 REPO = Path(__file__).resolve().parents[2]

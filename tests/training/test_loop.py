@@ -21,7 +21,7 @@ from qtsearch.core.config import config_from_dict
 from qtsearch.core.errors import UsageError
 from qtsearch.training.configs import MultitaskConfig, NLITrainConfig, PairsTrainConfig, TrainConfig
 from qtsearch.training.loop import task_schedule
-from qtsearch.training.nli import train_nli
+from qtsearch.training.nli_trainer import train_nli
 from qtsearch.training.trainer import train
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,10 +18,10 @@ from qtsearch.core.errors import InputError, ModelError, UsageError
 from qtsearch.encoders.files import read_metrics
 from qtsearch.encoders.nn.infersent import InferSent, NLIClassifier, pair_features
 from qtsearch.encoders.nn.quick_thoughts import EncoderConfig
-from qtsearch.text.datasets.nli import LABELS, label_counts, read_nli
+from qtsearch.text.datasets.nli_data import LABELS, label_counts, read_nli
 from qtsearch.training.configs import NLITrainConfig
-from qtsearch.training.nli import train_nli
-from qtsearch.training.objectives.nli import NLITask, split_by_premise
+from qtsearch.training.nli_trainer import train_nli
+from qtsearch.training.objectives.entailment import NLITask, split_by_premise
 
 REPO = Path(__file__).resolve().parents[2]
 SNLI = "nli/ketm/data/snli/test.txt"

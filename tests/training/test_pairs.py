@@ -19,7 +19,7 @@ from qtsearch import load_encoder
 from qtsearch.core.errors import InputError
 from qtsearch.encoders.files import read_metrics
 from qtsearch.encoders.nn.objective import pairs_loss
-from qtsearch.text.datasets.pairs import (
+from qtsearch.text.datasets.paraphrase_data import (
     Pair,
     drop_overlap,
     eval_sentences,
@@ -31,7 +31,7 @@ from qtsearch.text.datasets.pairs import (
 )
 from qtsearch.training.configs import MultitaskConfig, PairsTrainConfig
 from qtsearch.training.multitask import train_multitask
-from qtsearch.training.pairs import train_pairs
+from qtsearch.training.pairs_trainer import train_pairs
 
 REPO = Path(__file__).resolve().parents[2]
 M30K_VAL = "pairs/multi30k/val.1.en.gz"
@@ -111,7 +111,7 @@ def test_nli_csv_reader_and_nli_pairs_on_the_real_files(shared_data: Path) -> No
     assert len(rte) == 387
     assert rte[0] == ("A dog looking at the camera in snow.",
                       "A dog looking at the camera in red snow.", "not_entailment")
-    # the other NLI layouts go through qtsearch.text.datasets.nli
+    # the other NLI layouts go through qtsearch.text.datasets.nli_data
     assert len(read_pairs_file(shared_data / "nli/ketm/data/snli/test.txt")) == 3368
 
 

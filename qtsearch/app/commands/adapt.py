@@ -83,7 +83,7 @@ HELP = (
 def adapt_command(**arguments: Any) -> None:
     arguments["teacher_budget"] = seconds(arguments["teacher_budget"])
     # imported here, not at the top: torch loads only once the line is parsed
-    from qtsearch.training.adapt import adapt
+    from qtsearch.training.adapt_trainer import adapt
 
     train_and_report(adapt, AdaptConfig, arguments)
 

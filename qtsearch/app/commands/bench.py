@@ -18,7 +18,7 @@ from qtsearch.core.errors import OutputError, UsageError
 from qtsearch.text.records import PASSAGE_WORDS
 
 if TYPE_CHECKING:
-    from qtsearch.evaluation.relevance.runner import System
+    from qtsearch.evaluation.relevance.relevance_run import System
 
 
 def _paragraphs(text: str) -> str:
@@ -126,9 +126,9 @@ def run(
     batch_size: int = typer.Option(512, help="Sentences per encoding batch."),
 ) -> None:
     from qtsearch.encoders.registry import resolve_encoders
+    from qtsearch.evaluation.analogy.analogy_report import markdown_report, summary_rows, table_rows
+    from qtsearch.evaluation.analogy.analogy_run import build_pool, evaluate, report_json
     from qtsearch.evaluation.analogy.build import DEFAULT_TUPLES, read_tuples
-    from qtsearch.evaluation.analogy.report import markdown_report, summary_rows, table_rows
-    from qtsearch.evaluation.analogy.runner import build_pool, evaluate, report_json
 
     tuples_path = tuples or DEFAULT_TUPLES
     specs = list(models) + baseline_specs(baselines, models[0] if models else "default")
@@ -173,7 +173,7 @@ def results_table(title: str, header: Sequence[str], min_width: int | None = Non
 
 def chosen_systems(models: list[str], baselines: str, systems: str | None) -> list[System]:
     """--model (every mode), --baselines (semantic mode) or exactly --systems."""
-    from qtsearch.evaluation.relevance.runner import parse_systems
+    from qtsearch.evaluation.relevance.relevance_run import parse_systems
 
     names = [b.strip() for b in baselines.split(",") if b.strip() not in ("", "none")]
     return parse_systems(models, names, systems.split(",") if systems else ())
@@ -233,8 +233,8 @@ def relevance(
     quiet: bool = QUIET,
 ) -> None:
     from qtsearch.core.paths import data_root
-    from qtsearch.evaluation.relevance.report import table, to_markdown
-    from qtsearch.evaluation.relevance.runner import run_benchmark
+    from qtsearch.evaluation.relevance.relevance_report import table, to_markdown
+    from qtsearch.evaluation.relevance.relevance_run import run_benchmark
     from qtsearch.evaluation.relevance.tasks_base import RelevanceConfig, load_tasks
 
     chosen = chosen_systems(models, baselines, systems)
@@ -304,7 +304,11 @@ def retrieval(
     quiet: bool = QUIET,
 ) -> None:
     from qtsearch.evaluation.retrieval import beir
-    from qtsearch.evaluation.retrieval.runner import draw_chart, load_collection, run_benchmark
+    from qtsearch.evaluation.retrieval.retrieval_run import (
+        draw_chart,
+        load_collection,
+        run_benchmark,
+    )
 
     if chart is not None:
         try:

@@ -63,7 +63,7 @@ def evaluate(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
     from qtsearch.encoders.registry import resolve_encoders
-    from qtsearch.evaluation import report
+    from qtsearch.evaluation import eval_report
     from qtsearch.evaluation.harness import EvalConfig, load_tasks
     from qtsearch.evaluation.harness import evaluate as run_eval
     from qtsearch.evaluation.solvers import SOLVERS
@@ -88,7 +88,7 @@ def evaluate(
     run = run_eval(encoders, config, reporter=RichReporter(not quiet, err), tasks=loaded)
 
     if markdown:
-        text = report.to_markdown(run)
+        text = eval_report.to_markdown(run)
         if markdown == "-":
             out.file.write(text)
         else:
@@ -103,7 +103,7 @@ def evaluate(
                                  for src, figs in REFERENCE.items()}
         print_json(data_out)
     elif markdown != "-":
-        header, rows = report.table(run)
+        header, rows = eval_report.table(run)
         table = Table(*header, title="qtsearch eval", title_justify="left")
         for col in table.columns[2:]:
             col.justify = "right"
@@ -112,7 +112,7 @@ def evaluate(
         for row in rows:
             table.add_row(*row)
         out.print(table)
-        for line in report.notes(run):
+        for line in eval_report.notes(run):
             out.print(f"[dim]{line}[/dim]")
 
 

@@ -204,7 +204,7 @@ def adapted(corpus: list[Path], base: Path | None, out_dir: Path, split_sentence
             reporter: RichReporter) -> Path:
     """build-index --adapt: the base model adapted to the corpus in `out_dir`."""
     # torch loads only for a build that adapts
-    from qtsearch.training.adapt import adapt_once
+    from qtsearch.training.adapt_trainer import adapt_once
     from qtsearch.training.configs import AdaptConfig
 
     result = adapt_once(AdaptConfig(corpus=[str(p) for p in corpus],

@@ -42,7 +42,7 @@ HELP = (
 )
 def train_nli_command(**arguments: Any) -> None:
     # imported here, not at the top: torch loads only once the line is parsed
-    from qtsearch.training.nli import train_nli
+    from qtsearch.training.nli_trainer import train_nli
 
     train_and_report(train_nli, NLITrainConfig, arguments)
 

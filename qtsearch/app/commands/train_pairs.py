@@ -55,7 +55,7 @@ HELP = (
 )
 def train_pairs_command(**arguments: Any) -> None:
     # imported here, not at the top: torch loads only once the line is parsed
-    from qtsearch.training.pairs import train_pairs
+    from qtsearch.training.pairs_trainer import train_pairs
 
     train_and_report(train_pairs, PairsTrainConfig, arguments)
 

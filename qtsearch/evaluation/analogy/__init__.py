@@ -5,5 +5,6 @@
 - `mining`: sentence pairs differing by one analogy word pair;
 - `build`: tuples (A, B, C, D), JSONL in and out;
 - `metrics`: retrieval ranks, top-1/top-5/MRR with the query sentences excluded or included;
-- `runner`: encoders side by side with a cached pool encoding; `report`: the tables.
+- `analogy_run`: encoders side by side with a cached pool encoding; `analogy_report`: the
+  tables.
 """

@@ -17,7 +17,7 @@ from typing import ClassVar
 import numpy as np
 
 from qtsearch.core.errors import InputError
-from qtsearch.evaluation.registry import Registry
+from qtsearch.evaluation.task_registry import Registry
 
 #: Hits scored per query.
 K = 10

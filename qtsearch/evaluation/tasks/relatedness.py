@@ -20,7 +20,13 @@ from scipy.stats import pearsonr, spearmanr
 
 from qtsearch.evaluation import classifier
 from qtsearch.evaluation.harness import EmbeddingCache, Task, register
-from qtsearch.evaluation.tasks.pairs import SICK_FILES, Pairs, cosine, read_pairs, texts_of
+from qtsearch.evaluation.tasks.pair_classification import (
+    SICK_FILES,
+    Pairs,
+    cosine,
+    read_pairs,
+    texts_of,
+)
 
 
 def correlations(pred: np.ndarray, gold: np.ndarray, prefix: str = "") -> dict[str, float]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from qtsearch.core.errors import InputError
-from qtsearch.text.datasets.pairs import Pair, _read_all, read_all_pairs
+from qtsearch.text.datasets.paraphrase_data import Pair, _read_all, read_all_pairs
 from qtsearch.text.splitter import split_sentences
 from qtsearch.text.stopwords import STOP_WORDS
 from qtsearch.text.terms import Analyzer

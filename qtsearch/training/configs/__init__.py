@@ -2,8 +2,8 @@
 written. The trainers take these configs; the CLI's options read their defaults from them
 (tests/training/test_config_defaults.py checks every training command against them)."""
 
-from qtsearch.training.configs.adapt import HELD_OUT, AdaptConfig
-from qtsearch.training.configs.infersent import (
+from qtsearch.training.configs.adapt_config import HELD_OUT, AdaptConfig
+from qtsearch.training.configs.infersent_config import (
     InferSentConfig,
     MultitaskConfig,
     NLITrainConfig,

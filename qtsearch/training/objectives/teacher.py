@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from qtsearch.encoders.nn.objective import BatchStats, pooled
 from qtsearch.training.loop import Runtime
-from qtsearch.training.objectives.nli import pad_ids, rows_at
+from qtsearch.training.objectives.entailment import pad_ids, rows_at
 
 
 def teacher_loss(student: Tensor, teacher: Tensor) -> BatchStats:

@@ -79,7 +79,7 @@ from qtsearch.training.checkpoint import (
 from qtsearch.training.configs import HELD_OUT, AdaptConfig
 from qtsearch.training.distributed import first_rank_only
 from qtsearch.training.loop import Loop, RunResult, Runtime, Task
-from qtsearch.training.objectives.pairs import PairsTask
+from qtsearch.training.objectives.contrastive import PairsTask
 from qtsearch.training.objectives.teacher import TeacherTask
 
 #: Validation batches per task (a fixed sample of the held-out documents' pairs).

@@ -16,14 +16,21 @@ from torch import nn
 
 from qtsearch.core.paths import data_root
 from qtsearch.core.progress import Reporter
-from qtsearch.text.datasets.pairs import P, Pair, drop_overlap, eval_sentences, hold_out, read_pairs
+from qtsearch.text.datasets.paraphrase_data import (
+    P,
+    Pair,
+    drop_overlap,
+    eval_sentences,
+    hold_out,
+    read_pairs,
+)
 from qtsearch.text.negation import with_negations
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.configs import PairsOptions, PairsTrainConfig
 from qtsearch.training.distributed import first_rank_only
-from qtsearch.training.infersent import Split, infersent_loop
+from qtsearch.training.infersent_setup import Split, infersent_loop
 from qtsearch.training.loop import Loop, RunResult, Runtime
-from qtsearch.training.objectives.pairs import PairSet, PairsTask
+from qtsearch.training.objectives.contrastive import PairSet, PairsTask
 
 
 def without_eval_sentences(items: list[P], options: PairsOptions) -> tuple[list[P], int, str]:

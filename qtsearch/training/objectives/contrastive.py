@@ -19,10 +19,10 @@ import torch
 from torch import Tensor, nn
 
 from qtsearch.encoders.nn.objective import BatchStats, pairs_loss, pooled
-from qtsearch.text.datasets.pairs import Pair
+from qtsearch.text.datasets.paraphrase_data import Pair
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.loop import Runtime
-from qtsearch.training.objectives.nli import pad_ids, rows_at
+from qtsearch.training.objectives.entailment import pad_ids, rows_at
 
 
 @dataclass

@@ -6,7 +6,7 @@ Readers, detected per file by its name:
 - COCO captions, `*.json[.gz]` (`annotations[]` with `image_id`, `caption`): every two captions
   of an image;
 - NLI files: the CSV layout `premise,hypothesis,label` (`*.csv[.gz]`, fields may span lines,
-  HTML markup is stripped) and every layout of `qtsearch.text.datasets.nli`. An entailed
+  HTML markup is stripped) and every layout of `qtsearch.text.datasets.nli_data`. An entailed
   hypothesis is the premise's positive; a contradicted one of the same premise, when there is
   one, its hard negative. Neutral and `not_entailment` pairs are not paraphrases and are left out.
 
@@ -35,7 +35,7 @@ from typing import IO, Protocol, TypeVar
 import numpy as np
 
 from qtsearch.core.errors import InputError
-from qtsearch.text.datasets.nli import LABELS, read_nli_file
+from qtsearch.text.datasets.nli_data import LABELS, read_nli_file
 from qtsearch.text.reader import list_files
 
 T = TypeVar("T")

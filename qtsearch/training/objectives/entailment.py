@@ -19,8 +19,8 @@ from torch import Tensor, nn
 
 from qtsearch.encoders.nn.infersent import NLIClassifier
 from qtsearch.encoders.nn.objective import BatchStats
-from qtsearch.text.datasets.nli import NLIPair
-from qtsearch.text.datasets.pairs import hold_out
+from qtsearch.text.datasets.nli_data import NLIPair
+from qtsearch.text.datasets.paraphrase_data import hold_out
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.loop import Runtime
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qtsearch.evaluation.relevance.runner import RelevanceRun
+from qtsearch.evaluation.relevance.relevance_run import RelevanceRun
 from qtsearch.evaluation.relevance.tasks_base import GROUP_ORDER
 
 MEAN_ROW = f"mean ({GROUP_ORDER[0]})"

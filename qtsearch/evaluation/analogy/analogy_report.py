@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from qtsearch.evaluation.analogy.analogy_run import ModelResult, category_order
 from qtsearch.evaluation.analogy.metrics import MODES
-from qtsearch.evaluation.analogy.runner import ModelResult, category_order
 
 METRICS = ("top1", "top5", "mrr")
 

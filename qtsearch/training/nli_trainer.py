@@ -1,7 +1,7 @@
 """`qtsearch train-nli`: an InferSent encoder trained on NLI pairs, in the one loop.
 
-Data: labelled pairs from any of the layouts of `qtsearch.text.datasets.nli`, split as
-objectives/nli says.
+Data: labelled pairs from any of the layouts of `qtsearch.text.datasets.nli_data`, split as
+objectives/entailment says.
 Optimiser: Adam (lr 1e-3) rather than the paper's SGD (lr 0.1, decayed over ~20 epochs of
 570k pairs): the data reachable here is ~15k pairs and a run has minutes, where Adam converges
 in a few epochs.
@@ -14,13 +14,13 @@ from collections.abc import Callable, Iterator
 
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.nn.infersent import InferSent, NLIClassifier
-from qtsearch.text.datasets.nli import NLIPair, label_counts, read_nli
+from qtsearch.text.datasets.nli_data import NLIPair, label_counts, read_nli
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.configs import NLITrainConfig
 from qtsearch.training.distributed import first_rank_only
-from qtsearch.training.infersent import Split, infersent_loop
+from qtsearch.training.infersent_setup import Split, infersent_loop
 from qtsearch.training.loop import Loop, RunResult, Runtime
-from qtsearch.training.objectives.nli import NLISet, NLITask, split_by_premise
+from qtsearch.training.objectives.entailment import NLISet, NLITask, split_by_premise
 
 
 def nli_split(config: NLITrainConfig, pairs: list[NLIPair], display: Reporter) -> Split[NLIPair]:

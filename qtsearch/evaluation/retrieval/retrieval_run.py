@@ -4,7 +4,7 @@ chosen mode searched one query at a time (timed). BEIR collections (`beir.py`) a
 searched by document (`search --by doc`); answer collections (`answers.py`, from a SQuAD-format
 file) are sentences, one paragraph a document, searched sentence by sentence.
 
-Systems are those of `qtsearch bench relevance` (qtsearch.evaluation.relevance.runner): each
+Systems are those of `qtsearch bench relevance` (qtsearch.evaluation.relevance.relevance_run): each
 model in every mode, each baseline encoder in semantic mode, and "BM25 (lexical)" once.
 Indexes are cached under `$QTSEARCH_CACHE/retrieval/` per corpus, encoder, passage size and the
 code from text to index, so a rerun only searches.
@@ -25,7 +25,7 @@ from qtsearch.core.paths import cache_dir
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation.relevance.indexes import build_code_key, encoder_key
-from qtsearch.evaluation.relevance.runner import LEXICAL, System, WarningCounter
+from qtsearch.evaluation.relevance.relevance_run import LEXICAL, System, WarningCounter
 from qtsearch.evaluation.retrieval import answers, beir
 from qtsearch.index.manifest import Manifest, read_manifest
 from qtsearch.indexing.pipeline import IndexConfig, build_index
