@@ -8,11 +8,12 @@ import dataclasses
 import logging
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qtsearch.text.reader import ARTICLE_FIELDS
+from qtsearch.core.errors import UsageError
+from qtsearch.text.reader import ARTICLE_FIELDS, Sentence
 
 log = logging.getLogger("qtsearch")
 
@@ -52,26 +53,19 @@ def is_fragment(text: str) -> bool:
 
 
 @dataclass(frozen=True)
-class Record:
-    """A stored sentence and where it came from (line is 1-based, position counts within doc;
-    a Wikipedia sentence also has its article's title, url and id, and its section: "" in
-    the lead, before the first heading)."""
+class Record(Sentence):
+    """A stored sentence: where it came from (`Sentence`: line is 1-based, position counts
+    within doc; a Wikipedia sentence also has its article's title, url and id, and its
+    section: "" in the lead, before the first heading) and its row id in the index."""
 
-    id: int
-    text: str
-    source: str
-    line: int
-    doc: int
-    position: int
-    title: str | None = None
-    url: str | None = None
-    doc_id: str | None = None
-    section: str | None = None
+    id: int = field(kw_only=True)
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields, without the article ones where the sentence has none (other text)."""
-        return {k: v for k, v in dataclasses.asdict(self).items()
-                if v is not None or k not in ARTICLE_FIELDS}
+        """The id, then the fields, without the article ones where the sentence has none
+        (other text)."""
+        d = {k: v for k, v in dataclasses.asdict(self).items()
+             if v is not None or k not in ARTICLE_FIELDS}
+        return {"id": d.pop("id"), **d}
 
     def origin(self) -> str:
         """Where the sentence is, for people: "Title › Section" in Wikipedia, else
@@ -167,8 +161,15 @@ def fold(results: Results, k: int, by: str) -> Results:
     return Results(order[:k], results.note, results.query, results.basis)
 
 
+def check_unit(by: str) -> None:
+    """A UsageError unless `by` is one of UNITS."""
+    if by not in UNITS:
+        raise UsageError(f"unknown result unit {by!r}; choose from {', '.join(UNITS)}")
+
+
 def first_fetch(k: int, by: str, count: int) -> int:
     """How many passages `deepen` fetches for one query first (of an index of `count` rows)."""
+    check_unit(by)
     return min(count, k * FETCH_PER_RESULT[by] + 10)
 
 

@@ -41,7 +41,7 @@ from qtsearch.search.fusion import (
     settings_for,
     with_feedback,
 )
-from qtsearch.search.hits import UNITS, Hit, Record, Results, deepen
+from qtsearch.search.hits import Hit, Record, Results, check_unit, deepen
 from qtsearch.search.lexical import LexicalSearch, stop_words_note
 from qtsearch.search.opening import check_dims, model_for, read_through
 from qtsearch.search.rerank import Reranker
@@ -211,8 +211,7 @@ class Searcher:
         this search's (None: the index's own, `self.settings`), the others unchanged. A text
         stored more than once is shown once. A query most of whose words the model does not
         know is searched lexically only in hybrid mode, and its Results carry a `note`."""
-        if by not in UNITS:
-            raise UsageError(f"unknown result unit {by!r}; choose from {', '.join(UNITS)}")
+        check_unit(by)
         k = self.clamp(k)
         if rerank is not None:  # the first stage's `depth` best, each text (document) once
             texts = [sentences] if isinstance(sentences, str) else list(sentences)
