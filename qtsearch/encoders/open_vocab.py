@@ -138,13 +138,18 @@ class OpenVocab(Vocab):
                  stored: StoredRows | None = None,
                  whole: Callable[[], np.ndarray] | None = None):
         # the closed vocabulary's maps, shared rather than rebuilt for every query encoder
-        self.words, self.index, self.folded = vocab.words, vocab.index, vocab.folded
+        self.words, self.index, self.closed = vocab.words, vocab.index, vocab
         self.pieces = pieces
         self.table = GrowingTable(table, whole)
         #: composed word -> its id (None: no piece of it has a vector)
         self.composed: dict[str, int | None] = {}
         self.stored = stored
         self._lock = threading.Lock()
+
+    @property
+    def folded(self) -> dict[str, int]:
+        """The closed vocabulary's (made there once, when first needed)."""
+        return self.closed.folded
 
     def encode(self, tokens: list[str], max_len: int, fold_case: bool = False) -> list[int]:
         ids = super().encode(tokens, max_len, fold_case)
@@ -173,7 +178,7 @@ class OpenVocab(Vocab):
         """A copy that has composed nothing yet, with these `stored` rows (none of this
         one's): for an index whose corpus words must not reach another index served by the
         same encoder."""
-        return OpenVocab(self, self.pieces, self.table.base_rows, stored, self.table.whole)
+        return OpenVocab(self.closed, self.pieces, self.table.base_rows, stored, self.table.whole)
 
     def set_rows(self, words: list[str], rows: np.ndarray) -> None:
         """Give composed words (lower-cased, as `composed` keys them) these rows: a word

@@ -7,6 +7,7 @@ vocabulary ("Hello", "Paris") instead of <unk>. Index builds and queries use the
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Iterable
@@ -23,10 +24,16 @@ class Vocab:
             raise ValueError("a vocabulary starts with <pad>, <unk>")
         self.words = words
         self.index = {w: i for i, w in enumerate(words)}
-        # most frequent casing first: the vocabulary is ranked by frequency
-        self.folded: dict[str, int] = {}
-        for i, w in enumerate(words[2:], 2):
-            self.folded.setdefault(w.casefold(), i)
+
+    @functools.cached_property
+    def folded(self) -> dict[str, int]:
+        """Each casefolded word -> the id of its most frequent casing (the vocabulary is ranked
+        by frequency); made when a word is first missing as written, which a query of known
+        words never is."""
+        folded: dict[str, int] = {}
+        for i, w in enumerate(self.words[2:], 2):
+            folded.setdefault(w.casefold(), i)
+        return folded
 
     def __len__(self) -> int:
         return len(self.words)
