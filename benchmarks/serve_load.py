@@ -7,7 +7,7 @@ held-out query sentences until `--requests` requests were sent or `--max-seconds
 whichever comes first: every level stops by itself. A request counts as an error unless it
 answers 200 with one answer of k hits and no error. Reported per level: requests, errors,
 throughput (requests/s), client-side latency p50/p95/p99/max, the server process's CPU seconds
-per request (Linux /proc), the latency of a `GET /health` sent every 0.1 s on a connection of
+per request (Linux /proc), the latency of a `GET /health` sent every 0.1 s from a process of
 its own while the level runs, and the load average before and after (the machine is shared).
 
     python benchmarks/serve_load.py /tmp/lat/hnsw_100000 \
@@ -24,6 +24,7 @@ import argparse
 import http.client
 import itertools
 import json
+import multiprocessing
 import os
 import platform
 import signal
@@ -61,10 +62,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(index: Path, workers: int, timeout: float) -> tuple[subprocess.Popen, str]:
+def start_server(index: Path, workers: int, timeout: float,
+                 threads: int | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "qtsearch.app.cli", "serve", str(index),
-                             "--port", str(port), "--workers", str(workers)])
+                             "--port", str(port), "--workers", str(workers),
+                             *(["--threads", str(threads)] if threads else [])])
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -98,6 +101,21 @@ def cpu_seconds(pid: int | None) -> float | None:
 
 #: Seconds between the /health probes sent while a load level runs.
 HEALTH_EVERY = 0.1
+
+
+def probe_health(host: str, port: int, stop: Any, results: Any) -> None:
+    """GET /health every HEALTH_EVERY seconds on a connection of its own until `stop` is set,
+    then send the latencies (seconds) through `results`: how long a liveness check waits
+    behind the searches."""
+    conn = http.client.HTTPConnection(host, port, timeout=120)
+    seconds = []
+    while not stop.wait(HEALTH_EVERY):
+        t = time.perf_counter()
+        conn.request("GET", "/health")
+        conn.getresponse().read()
+        seconds.append(time.perf_counter() - t)
+    conn.close()
+    results.send(seconds)
 
 
 def run_level(url: str, queries: list[str], clients: int, requests: int, max_seconds: float,
@@ -140,30 +158,23 @@ def run_level(url: str, queries: list[str], clients: int, requests: int, max_sec
             errors.extend(wrong)
             sent[0] += tried
 
-    health: list[float] = []
-    done = threading.Event()
+    # the probe runs in a process of its own: a thread here would wait for this process's
+    # GIL behind the client threads and time that, not the server
+    stop = multiprocessing.Event()
+    answers, results = multiprocessing.Pipe(duplex=False)
+    prober = multiprocessing.Process(target=probe_health,
+                                     args=(parsed.hostname, parsed.port, stop, results))
 
-    def probe() -> None:
-        """GET /health every HEALTH_EVERY seconds on a connection of its own while the
-        level runs: how long a liveness check waits behind the searches."""
-        conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=120)
-        while not done.wait(HEALTH_EVERY):
-            t = time.perf_counter()
-            conn.request("GET", "/health")
-            conn.getresponse().read()
-            health.append(time.perf_counter() - t)
-        conn.close()
-
+    prober.start()  # forked before the client threads exist
     threads = [threading.Thread(target=client) for _ in range(clients)]
-    prober = threading.Thread(target=probe)
     t0 = time.perf_counter()
     for t in threads:
         t.start()
-    prober.start()
     for t in threads:
         t.join()
     seconds = time.perf_counter() - t0
-    done.set()
+    stop.set()
+    health = answers.recv()
     prober.join()
     ms = np.asarray(latencies) * 1000 if latencies else np.zeros(1)
     health_ms = np.asarray(health) * 1000 if health else np.zeros(1)
@@ -247,6 +258,8 @@ def main() -> None:
     ap.add_argument("--mode", default=None, help="hybrid | semantic | lexical (default: the "
                                                   "index's own).")
     ap.add_argument("--workers", type=int, default=1, help="Server worker processes.")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="Requests each worker works on at once (serve --threads).")
     ap.add_argument("--start-timeout", type=float, default=300)
     ap.add_argument("--json", type=Path, help="Also write the results here.")
     ap.add_argument("--hostile", type=int, default=4, help="Then this many amplifying requests "
@@ -257,7 +270,7 @@ def main() -> None:
     if not queries:
         sys.exit("serve_load: no queries")
     proc, url = (None, args.url) if args.url else start_server(args.index, args.workers,
-                                                               args.start_timeout)
+                                                               args.start_timeout, args.threads)
     pid = proc.pid if proc else None
     rows = []
     try:

@@ -48,6 +48,10 @@ def serve(
     request_timeout: float = typer.Option(Limits.request_timeout, min=0.1,
                                           help="Seconds of work one request may take (503 "
                                                "with Retry-After past it)."),
+    threads: int = typer.Option(Limits.threads, min=1,
+                                help="Requests each worker process works on at once; the "
+                                     "others wait their turn (a few per core: more only "
+                                     "contend)."),
     max_concurrent: int = typer.Option(Limits.max_concurrent, min=1,
                                        help="Requests in progress per worker; beyond, 503 with "
                                             "Retry-After."),
@@ -85,7 +89,7 @@ def serve(
                                 max_add_bytes=max_add_bytes, max_results=max_results,
                                 max_response_bytes=max_response_bytes,
                                 max_read_chars=max_read_chars, request_timeout=request_timeout,
-                                max_concurrent=max_concurrent,
+                                max_concurrent=max_concurrent, threads=threads,
                                 allow_hosts=(*allow_host, host)), rerank=rerank,
                          rerank_depth=rerank_depth)
     options = {"host": host, "port": port, "access_log": access_log, "log_level": "warning",

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 from fastapi import Depends, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -111,6 +112,8 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
+        # the routes' thread pool (anyio's, 40 threads by default): this worker's searches
+        anyio.to_thread.current_default_thread_limiter().total_tokens = limits.threads
         yield
         health_pool.shutdown()
         served.close()  # the server stopped: no request is left
