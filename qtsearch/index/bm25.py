@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from qtsearch.core.batching import chunks
 from qtsearch.core.disk import writing
 from qtsearch.core.errors import DamagedIndex, UnusableIndex
 from qtsearch.core.sorted_lines import find_line, line_blob
@@ -82,7 +83,7 @@ def _invert(rows: Iterable[tuple[int, str]], analyzer: Analyzer, vocab: dict[str
     # difference): Python loops over the tokens made the build several times slower
     word_ids: dict[str, int] = {}
     findall = WORD.findall
-    for chunk in _chunks(rows, CHUNK):
+    for chunk in chunks(rows, CHUNK):
         ids = [i for i, _ in chunk]
         if ids[0] != expected or ids[-1] != expected + len(ids) - 1:
             raise UnusableIndex(f"BM25 index: rows must have consecutive ids from {first_row}")
@@ -106,17 +107,6 @@ def _invert(rows: Iterable[tuple[int, str]], analyzer: Analyzer, vocab: dict[str
         return empty, empty, empty, np.zeros(0, dtype=np.int32)
     return (np.concatenate(term_parts), np.concatenate(row_parts), np.concatenate(tf_parts),
             np.concatenate(length_parts))
-
-
-def _chunks(rows: Iterable[tuple[int, str]], size: int) -> Iterator[list[tuple[int, str]]]:
-    chunk: list[tuple[int, str]] = []
-    for row in rows:
-        chunk.append(row)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
 
 
 def _write(folder: Path, p: _Postings) -> None:

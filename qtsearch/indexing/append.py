@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from qtsearch.core.batching import chunks
 from qtsearch.core.errors import ModelError, UnusableIndex
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.corpus_words import with_corpus_words
@@ -31,7 +32,6 @@ from qtsearch.index.transform import VectorTransform
 from qtsearch.indexing.delete import compact, held_files, keep_mask, matching_rows, whole_count
 from qtsearch.text.reader import (
     ARTICLE_FIELDS,
-    Sentence,
     check_format,
     is_wikiextractor,
     list_files,
@@ -178,7 +178,7 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
             n = start
             sentences = read_sentences([str(f) for f in files], **read_options)
             with reporter or Reporter() as bars, bars.stage("add", None, "sentences") as adv:
-                for batch in _chunks(sentences, chunk):
+                for batch in chunks(sentences, chunk):
                     vectors = encoder.encode([b.text for b in batch], batch_size,
                                              normalize=True, progress=adv)
                     index.add(transform.apply(vectors) if transform else vectors)
@@ -247,15 +247,3 @@ def fill_fts(store: MetadataStore, first_id: int) -> int:
         store.fts_create()
         first_id = 0
     return store.fts_fill(first_id)
-
-
-def _chunks(items: Iterable[Sentence], size: int) -> Iterator[list[Sentence]]:
-    """Consecutive lists of `size` items (the last one shorter): bounded memory."""
-    batch: list[Sentence] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
