@@ -81,7 +81,7 @@ def check_open(folder: str | os.PathLike, recorded: Recorded) -> None:
         return
     folder = Path(folder)
     for name in changed:
-        problem = _file_problem(folder / name, recorded[name])
+        problem, _ = _file_problem(folder / name, recorded[name])
         if problem:
             raise DamagedIndex(damaged(folder, [problem]))
     log.warning("%s: %d file(s) changed their modification time since the manifest recorded "
@@ -94,24 +94,28 @@ def verify_and_record(folder: str | os.PathLike, recorded: Recorded, count: int)
     """`verify`'s problems; when there are none, the modification times of files that changed
     them while staying whole (a copy that did not keep its times) are recorded, so that opens
     no longer hash them (a note where the folder is read-only or a writer is at work)."""
-    problems = verify(folder, recorded, count)
+    hashed: dict[str, int] = {}
+    problems = verify(folder, recorded, count, hashed)
     if problems:
         return problems
-    changed = check_sizes(folder, recorded)
-    if changed:
+    moved = {name: ns for name, ns in hashed.items()
+             if STAMP in recorded[name] and ns != recorded[name][STAMP]}
+    if moved:
         from qtsearch.core.errors import QTSearchError
 
         try:
-            _record_times(Path(folder), changed)
+            _record_times(Path(folder), recorded, moved)
         except (OSError, QTSearchError) as e:
             log.warning("%s: could not record the times of %d file(s) (%s)", folder,
-                        len(changed), e)
+                        len(moved), e)
     return []
 
 
-def _record_times(folder: Path, names: list[str]) -> None:
-    """Record the modification times of `names` in the manifest under the writer lock; each
-    file is hashed again there, so a file changed in between keeps its old time."""
+def _record_times(folder: Path, recorded: Recorded, moved: Mapping[str, int]) -> None:
+    """Record `moved` ({name: its modification time when its sha256 was found to be the
+    recorded one}) in the manifest, under the writer lock. A file whose time moved again
+    since, or whose record a writer replaced meanwhile, keeps the time it had: nothing is
+    hashed twice."""
     from qtsearch.core.config import write_json_atomic
     from qtsearch.index.lock import writer_lock
     from qtsearch.index.names import MANIFEST
@@ -120,13 +124,11 @@ def _record_times(folder: Path, names: list[str]) -> None:
         path = folder / MANIFEST
         data = json.loads(path.read_text(encoding="utf-8"))
         files = data.get(FILES) or {}
-        for name in names:
+        for name, ns in moved.items():
             want = files.get(name)
-            if not isinstance(want, dict):
-                continue
-            got = _entry(folder / name)
-            if (got["bytes"], got["sha256"]) == (want.get("bytes"), want.get("sha256")):
-                want[STAMP] = got[STAMP]
+            if (isinstance(want, dict) and want.get("sha256") == recorded[name].get("sha256")
+                    and (folder / name).stat().st_mtime_ns == ns):
+                want[STAMP] = ns
         write_json_atomic(path, data)
 
 
@@ -158,20 +160,24 @@ def check_sizes(folder: str | os.PathLike, recorded: Recorded) -> list[str]:
     return changed
 
 
-def verify(folder: str | os.PathLike, recorded: Recorded, count: int) -> list[str]:
+def verify(folder: str | os.PathLike, recorded: Recorded, count: int,
+           hashed: dict[str, int] | None = None) -> list[str]:
     """Every problem `qtsearch check` finds, one line each (empty: the index is whole):
     files the manifest records (`recorded`) missing, resized or with another sha256, files
     the record does not list, and counts that disagree with the manifest's `count` (counted
-    only where the files they are read from are whole)."""
+    only where the files they are read from are whole). `hashed`, where given, gets each
+    whole file's modification time as it was when its sha256 was taken."""
     folder = Path(folder)
     problems: list[str] = []
     bad: set[str] = set()
     for name, want in recorded.items():
         path = folder / name
-        problem = _file_problem(path, want)
+        problem, ns = _file_problem(path, want)
         if problem:
             problems.append(problem)
             bad.add(name)
+        elif hashed is not None and ns is not None:
+            hashed[name] = ns
     if recorded:  # an index from before the record lists nothing
         problems += [f"{p}: not listed in the manifest (not written by qtsearch: move it out "
                      "of the index folder)" for p in _files(folder)
@@ -189,19 +195,22 @@ def _vector_files() -> set[str]:
     return {INDEX_FILE, FOLD_FILE}
 
 
-def _file_problem(path: Path, want: dict[str, Any]) -> str | None:
+def _file_problem(path: Path, want: Mapping[str, Any]) -> tuple[str | None, int | None]:
+    """(what is wrong with the file at `path` against its record `want`, None when it is
+    whole; its modification time when it was hashed, None when it was not)."""
     if not path.is_file():
-        return f"{path}: missing"
+        return f"{path}: missing", None
     try:
         got = _entry(path)
     except PermissionError:
-        return f"{path}: permission denied"
+        return f"{path}: permission denied", None
     if got["bytes"] != want.get("bytes"):
-        return f"{path}: {got['bytes']:,} bytes, the manifest records {want.get('bytes', 0):,}"
+        return (f"{path}: {got['bytes']:,} bytes, the manifest records "
+                f"{want.get('bytes', 0):,}", got[STAMP])
     if got["sha256"] != want.get("sha256"):
         return (f"{path}: sha256 {got['sha256'][:12]}… differs from the recorded "
-                f"{str(want.get('sha256'))[:12]}… (damaged)")
-    return None
+                f"{str(want.get('sha256'))[:12]}… (damaged)", got[STAMP])
+    return None, got[STAMP]
 
 
 def damaged(folder: str | os.PathLike, problems: list[str], unchanged: bool = False) -> str:
