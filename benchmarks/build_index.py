@@ -169,33 +169,6 @@ def run_build(corpus: list[Path], out: Path, args: argparse.Namespace
     return wall, usage.ru_maxrss * 1024, stderr, usage.ru_utime + usage.ru_stime
 
 
-def fts_seconds(index: Path, work: Path) -> float:
-    """What the full-text table costs the build: its creation and filling, timed again on a
-    copy of the index's database with the table dropped (the same statements the metadata
-    stage runs)."""
-    import sqlite3
-
-    from qtsearch.index.schema import FTS_TABLE
-    from qtsearch.index.store import MetadataStore
-
-    db = work / "fts-check.sqlite"
-    shutil.copyfile(index / "meta.sqlite", db)
-    conn = sqlite3.connect(db)
-    conn.execute(f"DROP TABLE {FTS_TABLE}")
-    conn.commit()
-    conn.execute("VACUUM")
-    conn.close()
-    with MetadataStore.open(db, readonly=False) as store:
-        t = time.perf_counter()
-        store.fts_create()
-        store.fts_fill(0)
-        store.checkpoint()
-        seconds = time.perf_counter() - t
-    for f in work.glob("fts-check.sqlite*"):
-        f.unlink()
-    return seconds
-
-
 def gb(n: float) -> str:
     return f"{n / 1e9:.2f} GB"
 
@@ -282,7 +255,6 @@ def main() -> None:
                    * figures["executed_flops_per_token"] / max(figures["flops_per_token"], 1),
                    "recall": m.get("build", {}).get("recall", {})}
             row["sentences_per_s"] = got / row["total_s"]
-            row["fts_s"] = fts_seconds(out, work)
             results.append(row)
             print(f"{got:>9,} sentences: read {st['read']:.1f} s, embed {st['embed']:.1f} s, "
                   f"index {st['index']:.1f} s, metadata {st['metadata']:.1f} s "
@@ -290,10 +262,8 @@ def main() -> None:
                   f"{row['sentences_per_s']:,.0f} "
                   f"sentences/s | peak RSS {gb(rss)} | on disk {gb(row['disk_bytes'])} | "
                   f"{m['index_key']} {m['index_params']} recall@10 "
-                  f"{row['recall'].get('recall@10', 1.0)} | load {os.getloadavg()[0]:.1f} | "
-                  f"full-text table {row['fts_s']:.1f} s "
-                  f"({100 * row['fts_s'] / (row['total_s'] - row['fts_s']):.1f}% on top of the "
-                  f"rest)", flush=True)
+                  f"{row['recall'].get('recall@10', 1.0)} | load {os.getloadavg()[0]:.1f}",
+                  flush=True)
             if not (args.corpus or args.wikipedia):
                 corpus[0].unlink()
         if args.keep:

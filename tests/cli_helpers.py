@@ -25,15 +25,15 @@ def cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 
 def counts(folder: Path) -> tuple[int, int, int, int]:
-    """(vectors, rows, full-text rows, manifest count): a whole index has four equal ones."""
+    """(vectors, rows, BM25 rows, manifest count): a whole index has four equal ones."""
     conn = sqlite3.connect(f"file:{folder / 'meta.sqlite'}?mode=ro", uri=True)
     try:
         rows = conn.execute("SELECT COUNT(*) FROM sentences").fetchone()[0]
-        fts = conn.execute("SELECT COUNT(*) FROM sentences_fts_docsize").fetchone()[0]
     finally:
         conn.close()
+    lexical = json.loads((folder / "bm25" / "info.json").read_text())["rows"]
     manifest = json.loads((folder / "manifest.json").read_text())
-    return open_faiss_index(folder / "index.faiss").ntotal, rows, fts, manifest["count"]
+    return open_faiss_index(folder / "index.faiss").ntotal, rows, lexical, manifest["count"]
 
 
 def whole(folder: Path) -> int:

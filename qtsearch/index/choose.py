@@ -42,7 +42,7 @@ SQ8_MAX = 300_000
 #: SQ8_MAX sentences: flat, sq8), PARTITIONED from there on, where it builds a graph (or an IVF
 #: index). By corpus size, not index type, so every index of one corpus holds the same
 #: vectors. Whitening also slows a graph (a far larger efSearch for the same recall). Chosen
-#: by benchmarks/fit_transform.py (docs/indexing.md, "Full-text table, fitted vectors, other
+#: by benchmarks/fit_transform.py (docs/indexing.md, "BM25 files, fitted vectors, other
 #: encoders"): on STS-B paraphrase retrieval with the shipped model, whitening to 768 dims
 #: scored best, but whitened vectors lose the clusters an IVF index relies on (many times the
 #: probes for the same recall), while centring keeps them.

@@ -187,6 +187,7 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
                                       for k, b in enumerate(batch))
                     n += len(batch)
             fill_fts(store, start)
+            full_text = store.has_fts()
             store.checkpoint()
             bm25.write_for(work, work / META_FILE, start)  # every BM25 score stays exact
             if (work / PARQUET_FILE).exists():
@@ -196,7 +197,7 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
                  **({"replaced": replaced} if upsert else {})}
         write_manifest(work, compose_manifest(
             manifest.to_dict(), count=n, corpus=corpus_before + sums,
-            added=[*manifest.added, added], fts=True))
+            added=[*manifest.added, added], fts=full_text))
     swap_in(work, folder)
     return AddResult(folder, n - start, n, time.perf_counter() - t0, list(skipped.values()),
                      replaced)
@@ -241,9 +242,6 @@ def manifest_read_options(manifest: Manifest) -> dict[str, Any]:
 
 
 def fill_fts(store: MetadataStore, first_id: int) -> int:
-    """Index rows from `first_id` on in the full-text table; an index built before the table
-    existed gets it whole (every row), so `add` also upgrades old indexes to hybrid search."""
-    if not store.has_fts():
-        store.fts_create()
-        first_id = 0
-    return store.fts_fill(first_id)
+    """Index rows from `first_id` on in the full-text table of an index built with one, which
+    its searches still read where the query has only stop-words; 0 for an index without."""
+    return store.fts_fill(first_id) if store.has_fts() else 0

@@ -164,8 +164,9 @@ def compact(source: Path, work: Path, keep: np.ndarray) -> int:
         if store.count() != n:
             raise UnusableIndex(f"{source}: {store.count():,} rows kept against {n:,} vectors; "
                               "rebuild the index")
-        store.fts_create()
-        store.fts_fill(0)
+        if old.has_fts():  # an index built with one keeps it whole
+            store.fts_create()
+            store.fts_fill(0)
         store.checkpoint()
         if bm25.exists(source):  # the copy's files, filtered (exact, no text read again)
             bm25.keep_rows(work, keep)

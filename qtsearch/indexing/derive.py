@@ -22,9 +22,7 @@ from qtsearch.index.faiss_backend import open_faiss_index
 from qtsearch.index.folder import folder_bytes, swap_in
 from qtsearch.index.manifest import Manifest, compose_manifest, now, write_manifest
 from qtsearch.index.names import CONFIG_FILE, INDEX_FILE, META_FILE, PARQUET_FILE
-from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import TRANSFORM_FILE, TRANSFORM_JSON
-from qtsearch.indexing.append import fill_fts
 from qtsearch.indexing.index_stage import build_fields, manifest_fields
 from qtsearch.indexing.pipeline import Builder, BuildResult, IndexConfig
 from qtsearch.indexing.state import STAGES, STATE_FILE
@@ -64,10 +62,6 @@ class _FromIndex(Builder):
         for name in (META_FILE, PARQUET_FILE, TRANSFORM_FILE, TRANSFORM_JSON, CORPUS_WORDS):
             if (self.source / name).is_file():
                 shutil.copyfile(self.source / name, self.partial / name)
-        with MetadataStore.open(self.partial / META_FILE, readonly=False) as store:
-            if not store.has_fts():  # a source built before the full-text table
-                fill_fts(store, 0)
-                store.checkpoint()
         if bm25.exists(self.source):  # the same rows: the same BM25 files
             shutil.copytree(self.source / bm25.FOLDER, self.partial / bm25.FOLDER)
         else:  # a source built before them gets them here
@@ -76,7 +70,7 @@ class _FromIndex(Builder):
         info, src = self.state["index"], self.source_manifest
         manifest = compose_manifest(
             src.to_dict(), **manifest_fields(info), stages=dict(self.state["stages"]),
-            created=now(), fts=True,
+            created=now(),
             build={**src.build, **build_fields(info),
                    "shard_size": self.config.shard_size,
                    "derived_from": {"path": str(self.source.resolve()),

@@ -280,10 +280,9 @@ class Builder:
                     shard_files.read_rows(shard_files.rows_path(self.shards, i))))
             if store.count() != count:
                 raise UnusableIndex(f"{db}: holds {store.count():,} rows, expected {count:,}")
-            store.fts_create()
-            store.fts_fill(0)
             store.checkpoint()
-            bm25.write_for(self.partial, db)  # the lexical leg's exact BM25 (qtsearch.index.bm25)
+            # the lexical leg's exact BM25 (qtsearch.index.bm25); no FTS5 table beside it
+            bm25.write_for(self.partial, db)
             if self.config.parquet:
                 store.to_parquet(self.partial / PARQUET_FILE)
         self.state.timed("metadata", t0)
@@ -333,7 +332,7 @@ class Builder:
             corpus=corpus, split_sentences=c.split_sentences, input_format=c.input_format,
             docs=c.docs, passage_words=c.passage_words,
             record_fields=[c.id_field, c.title_field, c.text_field],
-            stages=dict(self.state["stages"]), created=now(), fts=True,
+            stages=dict(self.state["stages"]), created=now(), fts=False,
             build={**build_fields(info), "embed_device": str(encoder.device),
                    "shard_size": c.shard_size,
                    "parallel_stages": (os.cpu_count() or 1) >= PARALLEL_MIN_CPUS})

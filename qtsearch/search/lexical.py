@@ -1,29 +1,30 @@
-"""The lexical leg: exact BM25 over the index's BM25 files, or its FTS5 table where it has none.
+"""The lexical leg: exact BM25 over the index's BM25 files, or the FTS5 table of an index
+built before them.
 
-An index built with BM25 files (qtsearch.index.bm25: an inverted file of numpy arrays) is
-searched there: the OR of every query word that is not an English stop-word, every matching
-row scored, ranked as BM25 by its definition ranks.
-Filters stay exact: the rows a `where` clause matches are looked up and the others dropped
-before the top k are taken. A query none of whose other words occurs in the index is searched
-by its stop-words ("who is it", "Bartleby the scrivener" before any Melville was added), and an
-index built before the BM25 files by all its words, over the FTS5 table as below.
+An index with BM25 files (qtsearch.index.bm25: an inverted file of numpy arrays) is searched
+there: the OR of every query word that is not an English stop-word, every matching row scored,
+ranked as BM25 by its definition ranks. Filters stay exact: the rows a `where` clause matches
+are looked up and the others dropped before the top k are taken. A query none of whose other
+words occurs in the index matches nothing: what its stop-words alone would find shares only
+function words with it ("bad weather on holiday" → "Meeting with the plumber on Tuesday"), so
+hybrid search ranks it by meaning alone and lexical search says why it has no hit. Such an
+index has no FTS5 table: serving those queries was the table's only use, and filling it was
+half of the build's metadata stage (docs/lexical.md, "Where it lives").
 
-Over FTS5, any text is a valid query: it is cut into words, each word is quoted as an FTS5 string
-(so no character is ever query syntax) and the words are OR-ed. FTS5 scores every row that matches,
-and "the" alone matches half of all sentences (docs/searching.md, "Hybrid search: how the legs are
-fused (measured)"). So words are taken rarest first while the rows they match stay within a budget
-(600); frequent words (stop-words in any language) drop out when the query has rarer ones, and they
-add little to BM25 anyway (their IDF is near zero). A query of frequent words only is searched as
-all of them AND-ed, and if even that matches too many rows, the first rows are scored. Word
-frequencies are counted up to the budget (a bounded-cost test) and cached; `learn_counts` (run by
-the index's warm-up thread) counts every term of the index in one pass, and a query word is then
-counted by its stem, found by the same tokenizer in memory (the leg's cost cold and learned:
-docs/benchmarks.md, "Query latency"). The stem matters: the index holds "nothing" as the stem of
-"nothingness" (a few rows) while the word "nothing" is searched as "noth" (thousands), so counts
-keyed by the word itself would plan warm and cold queries differently.
-The table stems with Porter ("danced" finds "dance", "rained" finds "rain"), which raised BM25's
-mean MRR@10 on the relevance benchmark's paraphrase tasks (docs/searching.md, "Hybrid search: how
-the legs are fused (measured)").
+An index built before the BM25 files is searched over its FTS5 table, where any text is a valid
+query: it is cut into words, each word is quoted as an FTS5 string (so no character is ever
+query syntax) and the words are OR-ed. FTS5 scores every row that matches, and "the" alone
+matches half of all sentences (docs/searching.md, "Hybrid search: how the legs are fused
+(measured)"). So words are taken rarest first while the rows they match stay within a budget
+(600); frequent words (stop-words in any language) drop out when the query has rarer ones, and
+they add little to BM25 anyway (their IDF is near zero). A query of frequent words only is
+searched as all of them AND-ed, and if even that matches too many rows, the first rows are
+scored. Word frequencies are counted up to the budget (a bounded-cost test) and cached;
+`learn_counts` (run by the index's warm-up thread) counts every term of the index in one pass,
+and a query word is then counted by its stem, found by the same tokenizer in memory. The stem
+matters: the index holds "nothing" as the stem of "nothingness" (a few rows) while the word
+"nothing" is searched as "noth" (thousands), so counts keyed by the word itself would plan warm
+and cold queries differently. The table stems with Porter ("danced" finds "dance").
 """
 
 from __future__ import annotations
@@ -120,26 +121,42 @@ class LexicalSearch:
     def __init__(self, store: MetadataStore, budget: int = ROW_BUDGET):
         self.store = store
         self.budget = budget
+        #: the store's FTS5 table: an index built before the BM25 files has one
+        self.fts = store.has_fts()
         # the index folder's BM25 files; None for an index built before them (FTS5 only)
         self.bm25 = Bm25Index.open(Path(store.path).parent)
         if self.bm25 is not None and self.bm25.count != store.count():
             # rows added by a qtsearch that did not know the files: they would miss them
-            log.warning("%s: its BM25 files cover %d of %d rows; searching the full-text "
-                        "table instead (rebuild the index to get exact BM25 back)",
-                        store.path, self.bm25.count, store.count())
+            instead = "the full-text table instead" if self.fts else "by meaning alone"
+            log.warning("%s: its BM25 files cover %d of %d rows; searching %s (rebuild the "
+                        "index to get exact BM25 back)", store.path, self.bm25.count,
+                        store.count(), instead)
             self.bm25 = None
         self._rows: dict[str, int] = {}
         self._learned: dict[str, int] = {}  # every term of the index, once learn_counts ran
         self._stems = Stems()
         self._lock = threading.Lock()
 
+    @classmethod
+    def open(cls, db: Path) -> LexicalSearch | None:
+        """The lexical leg of the index whose metadata store is `db`, through a connection of
+        its own (the leg runs in another thread); None when the index has neither BM25 files
+        covering its rows nor a full-text table."""
+        lexical = cls(MetadataStore.open(db, readonly=True))
+        if lexical.bm25 is None and not lexical.fts:
+            lexical.store.close()
+            return None
+        return lexical
+
     def learn_counts(self, words: Iterable[str] = ()) -> None:
-        """Count every word of the index at once (one pass over the full-text index, through
-        a connection of its own: it runs in the warm-up thread), and stem `words` ahead of
-        the queries that will use them (docs/benchmarks.md, "Query latency"). With BM25 files, their
-        term table is read too (FTS5 then serves only stop-word-only queries)."""
+        """Read the BM25 files' term table into the page cache; where the index has a
+        full-text table, also count every word of it at once (one pass, through a connection
+        of its own: it runs in the warm-up thread) and stem `words` ahead of the queries that
+        will use them (docs/benchmarks.md, "Query latency")."""
         if self.bm25 is not None:
             self.bm25.warm()
+        if not self.fts:
+            return
         with MetadataStore.open(self.store.path) as own:
             counts = own.term_counts()
         self._learned = {w: min(n, self.budget + 1) for w, n in counts.items()}
@@ -193,9 +210,11 @@ class LexicalSearch:
         """(id, BM25) of the best `k` rows for `text`, best first (rows matching `clause`)."""
         if self.bm25 is not None:
             ids = self.bm25.ids_of(self.bm25.query_terms(text))
-            if ids:  # else only stop-words can match: FTS5 has them, the BM25 files do not
+            if ids:
                 allowed = self.store.ids_where(clause, params) if clause else None
                 return self.bm25.top_ids(ids, k, allowed)
+            if not self.fts:  # only stop-words can match: no hit rather than noise
+                return []
         plan = self.plan(text)
         if plan is None:
             return []

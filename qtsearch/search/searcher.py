@@ -2,8 +2,8 @@
 
 `Searcher.open(folder)` loads the encoder, the vector backend (qtsearch.index.backend), the fitted
 vector transform when the index has one, and the metadata store once. A search runs in one of
-MODES: `semantic` (vectors: one encoding, one vector search), `lexical` (BM25 over the store's
-full-text table, qtsearch.search.lexical) or `hybrid` (both legs, fused by qtsearch.search.fusion;
+MODES: `semantic` (vectors: one encoding, one vector search), `lexical` (BM25 over the index's
+BM25 files, qtsearch.search.lexical) or `hybrid` (both legs, fused by qtsearch.search.fusion;
 the lexical leg runs in a thread beside the encoding). Vectors are L2-normalised and ranked by
 inner product, so a semantic score is a cosine similarity (approximate for quantised index
 types). `where` filters on metadata columns (qtsearch.search.filters) with exact results.
@@ -56,8 +56,8 @@ MODES = ("hybrid", "semantic", "lexical")
 QUERY_PRECISION = "fp32"
 #: Sentences shown on either side of a hit by `context()` unless asked otherwise.
 CONTEXT_WINDOW = 2
-NO_FTS = ("has no full-text table, so it answers semantic search only; rebuild it with "
-          "`qtsearch build-index` to add lexical and hybrid search")
+NO_LEXICAL = ("has neither BM25 files nor a full-text table, so it answers semantic search "
+              "only; rebuild it with `qtsearch build-index` to add lexical and hybrid search")
 
 
 class Searcher:
@@ -113,11 +113,9 @@ class Searcher:
             store.close()
             raise UnusableIndex(f"{folder}: the vector index holds {backend.ntotal:,} vectors "
                               f"but the metadata {rows:,} rows; rebuild the index")
-        lexical = None
-        if store.has_fts():  # its own connection: the lexical leg runs in another thread
-            lexical = LexicalSearch(MetadataStore.open(folder / META_FILE, readonly=True))
-        else:
-            log.warning("%s %s", folder, NO_FTS)
+        lexical = LexicalSearch.open(folder / META_FILE)
+        if lexical is None:
+            log.warning("%s %s", folder, NO_LEXICAL)
         index = cls(folder, manifest, encoder, backend, store, transform, lexical)
         if params:
             try:
@@ -155,7 +153,7 @@ class Searcher:
         if mode not in MODES:
             raise UsageError(f"unknown search mode {mode!r}; choose from {', '.join(MODES)}")
         if mode != "semantic" and self.lexical is None:
-            raise UnusableIndex(f"{mode} search: {self.path} {NO_FTS}")
+            raise UnusableIndex(f"{mode} search: {self.path} {NO_LEXICAL}")
         return mode
 
     # -- queries ------------------------------------------------------------------------------
@@ -203,8 +201,8 @@ class Searcher:
                settings: SearchSettings | None = None) -> list[Results]:
         """The k best stored sentences (passages) or documents for each query, best first.
 
-        `mode`: one of MODES (None: hybrid where the index has a full-text table, else
-        semantic). `where`: metadata filters, column -> value, AND-ed (e.g. {"source":
+        `mode`: one of MODES (None: hybrid where the index has BM25 files or a full-text
+        table, else semantic). `where`: metadata filters, column -> value, AND-ed (e.g. {"source":
         "emma.txt"}). `rerank`: re-score the first `rerank.depth` hits with its encoder
         (qtsearch.search.rerank). `by`: one of UNITS; "doc" ranks documents by their best
         passage, each hit then carries the document's other matching `passages`. `settings`:
@@ -357,7 +355,7 @@ class Searcher:
         store and the backend's files into the page cache (a cold query of a large graph index
         is many times slower: docs/benchmarks.md, "Speed")."""
         self.backend.search(self._vectors(["warm up"]), 1)
-        if self.lexical is not None:  # the worker thread started, SQLite's FTS code paged in
+        if self.lexical is not None:  # the worker thread started, the BM25 code paged in
             self._lexical_legs(["warm up"], 1, make_filter(None, []), "hybrid")()
         files = [self.path / META_FILE, *self.backend.warm_files()]
 

@@ -217,20 +217,19 @@ def test_page_and_docs_work_offline(client):
                           "/delete"}
 
 
-def test_an_index_without_full_text_answers_409_for_words(flat, tmp_path):
-    """An index built before the full-text table (simulated by dropping it) serves semantic
-    search only: lexical and hybrid requests are a conflict with what the index holds."""
+def test_an_index_without_lexical_files_answers_409_for_words(flat, tmp_path):
+    """An index built before BM25 files and the full-text table (simulated by removing the
+    files) serves semantic search only: lexical and hybrid requests are a conflict with what
+    the index holds."""
     import shutil
-    import sqlite3
 
     old = Path(shutil.copytree(flat, tmp_path / "old"))
-    db = sqlite3.connect(old / "meta.sqlite")
-    db.execute("DROP TABLE sentences_fts")
-    db.close()  # folds the write-ahead log into the file, which readers open immutable
+    shutil.rmtree(old / "bm25")
     as_built(old)
     with serving(old) as url, httpx.Client(base_url=url, timeout=60) as c:
-        assert "has no full-text table" in error_of(
+        assert "neither BM25 files nor a full-text table" in error_of(
             c.get("/search", params={"q": Q1, "mode": "lexical"}), 409)
         answers = c.get("/search", params={"q": Q1, "k": 3}).json()
         assert set(answers[0]["hits"][0]["legs"]) == {"semantic"}
-        assert c.get("/info").json()["full_text"] is False
+        info = c.get("/info").json()
+        assert info["full_text"] is False and info["bm25"] is False

@@ -105,7 +105,7 @@ def test_queries_during_an_add_see_the_index_before_or_after(copy, tmp_path, sha
                 q = QUERIES[i % len(QUERIES)]
                 mode = ("hybrid", "semantic", "lexical")[i % 3]
                 r = c.get("/search", params={"q": q, "k": 5, "mode": mode})
-                seen.append((mode, r.status_code, r.json()))
+                seen.append((f"{mode}: {q}", r.status_code, r.json()))
                 h = c.get("/health")
                 seen.append(("health", h.status_code, h.json()))
 
@@ -134,8 +134,10 @@ def test_queries_during_an_add_see_the_index_before_or_after(copy, tmp_path, sha
         assert answer["error"] is None
         for hit in answer["hits"]:
             assert 0 <= hit["id"] < before + len(lines) and hit["text"]
-        if kind != "lexical":  # a lexical query may match fewer than k sentences
-            assert len(answer["hits"]) == 5
+        # a lexical query may match fewer than k sentences, and so may a hybrid one whose
+        # words (stop-words aside) are in neither the model nor the index until the add
+        if kind.startswith("semantic") or (kind.startswith("hybrid") and "Bartleby" not in kind):
+            assert len(answer["hits"]) == 5, kind
     assert counts <= {before, before + len(lines)} and before + len(lines) in counts
 
 

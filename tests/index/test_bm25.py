@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from qtsearch.index import bm25
+from qtsearch.index.manifest import write_manifest
 from qtsearch.index.store import MetadataStore
 from qtsearch.indexing.append import add_to_index
 from qtsearch.indexing.derive import build_from_index
@@ -183,11 +184,16 @@ def test_an_index_without_the_files_searches_its_full_text_table(scifact, scifac
     texts, queries = scifact
     old = tmp_path / "old"
     shutil.copytree(scifact_index, old)
-    shutil.rmtree(old / bm25.FOLDER)  # as an index built before the files: not in its record
+    # as an index built before the files: an FTS5 table instead, the files not in its record
+    shutil.rmtree(old / bm25.FOLDER)
+    with MetadataStore.open(old / "meta.sqlite", readonly=False) as store:
+        store.fts_create()
+        store.fts_fill(0)
+        store.checkpoint()
     manifest = json.loads((old / "manifest.json").read_text(encoding="utf-8"))
     manifest["files"] = {name: v for name, v in manifest.get("files", {}).items()
                          if not name.startswith(bm25.FOLDER + "/")}
-    (old / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    write_manifest(old, manifest)
     with Searcher.open(old) as idx:
         assert idx.lexical is not None and idx.lexical.bm25 is None
         hits = idx.search("glaucoma", 5, mode="lexical")[0]
@@ -214,12 +220,30 @@ def test_a_derived_index_gets_the_same_files(scifact_index, tmp_path):
         assert idx.lexical.bm25.count == idx.count
 
 
-def test_queries_only_stop_words_can_match_fall_back_to_the_full_text_table(scifact_index):
+def test_queries_only_stop_words_can_match_find_nothing(scifact_index):
+    """The files leave stop-words out, and no full-text table ranks them instead: whatever
+    such a query would find shares only function words with it."""
     with MetadataStore.open(scifact_index / "meta.sqlite") as store:
         search = LexicalSearch(store)
-        assert search.bm25 is not None
+        assert search.bm25 is not None and not search.fts
+        assert search.stop_words_only("what is the") and search.search("what is the", 5) == []
+        assert search.search("zzyzx the qwxzv", 5) == []  # no other word of it is indexed
+        assert search.search("glaucoma the", 5)  # a content word: found
+
+
+def test_an_old_index_ranks_stop_word_queries_over_its_full_text_table(scifact_index,
+                                                                        tmp_path):
+    db = tmp_path / "meta.sqlite"
+    shutil.copyfile(scifact_index / "meta.sqlite", db)
+    shutil.copytree(scifact_index / bm25.FOLDER, tmp_path / bm25.FOLDER)
+    with MetadataStore.open(db, readonly=False) as store:
+        store.fts_create()
+        store.fts_fill(0)
+        store.checkpoint()
+    with MetadataStore.open(db) as store:
+        search = LexicalSearch(store)
+        assert search.bm25 is not None and search.fts
         assert search.search("what is the", 5)  # no content word, yet the words occur
-        assert search.search("zzyzx the qwxzv", 5)  # no other word of it is in the index
         assert search.search("zzyzx qwxzv", 5) == []
 
 

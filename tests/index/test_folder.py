@@ -57,7 +57,7 @@ def test_index_info_is_the_manifest_with_where_and_how_big(shipped_index: Path) 
     info = index_info(shipped_index)
     assert info["kind"] == "index" and info["path"] == str(shipped_index)
     assert info["count"] == len(GRID_SENTENCES) == manifest["count"]
-    assert info["index_type"] == "flat" and info["full_text"] is True
+    assert info["index_type"] == "flat" and info["bm25"] is True and info["full_text"] is False
     assert info["bytes_on_disk"] == folder_bytes(shipped_index)
     assert info["bytes_on_disk"] > (shipped_index / INDEX_FILE).stat().st_size
     assert {k: info[k] for k in manifest if k != "transform"} == \

@@ -66,7 +66,7 @@ def test_attributes_are_the_manifests_values(index):
     assert m.fit == m.transform["spec"] != "none"
     assert {"index.faiss", "meta.sqlite"} <= set(m.files)
     assert len(m.corpus) == 2 and m.added[0]["count"] == 2 and m.deleted[0]["count"] == 1
-    assert m.split_sentences is False and m.fts is True and m.docs == "file"
+    assert m.split_sentences is False and m.fts is False and m.docs == "file"
     assert m.passage_words == PASSAGE_WORDS and m.record_fields == (None, None, None)
     assert m.input_format == "auto" and set(m.stages) >= {"read", "embed", "index"}
     assert m.build["shard_size"] > 0 and m.index_params == {}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 
 import numpy as np
 import pytest
@@ -179,9 +178,9 @@ def test_changing_fit_on_a_rerun_keeps_the_embedded_shards(corpus, tiny_model, t
     assert np.array_equal(_stored(result.path, range(50)), _stored(fresh.path, range(50)))
 
 
-def test_an_index_from_before_transforms_and_full_text_still_opens(corpus, tiny_model,
+def test_an_index_from_before_transforms_and_lexical_files_still_opens(corpus, tiny_model,
                                                                     tmp_path):
-    """No transform files, no transform/model_dim/fts/files keys, no FTS table: it opens and
+    """No transform files, no transform/model_dim/fts/files keys, no BM25 files: it opens and
     its vectors are the encoder's own."""
     folder = _build(corpus, tiny_model, tmp_path / "old", fit="none").path
     assert not (folder / TRANSFORM_FILE).exists()
@@ -189,10 +188,7 @@ def test_an_index_from_before_transforms_and_full_text_still_opens(corpus, tiny_
     for key in ("transform", "model_dim", "fts", "files"):
         manifest.pop(key, None)
     (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    conn = sqlite3.connect(folder / "meta.sqlite")
-    conn.execute("DROP TABLE sentences_fts")
-    conn.commit()
-    conn.close()
+    shutil.rmtree(folder / "bm25")
     i = 40
     text = _texts(folder, [i])[0]
     assert len(text.split()) >= 8

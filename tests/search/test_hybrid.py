@@ -7,7 +7,6 @@ import dataclasses
 import json
 import logging
 import shutil
-import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +32,21 @@ def index(api) -> Searcher:
 
 
 @pytest.fixture(scope="module")
+def fts_store(index, tmp_path_factory) -> MetadataStore:
+    """The test index's rows as an index built before the BM25 files holds them: an FTS5
+    table, no BM25 files beside it."""
+    db = tmp_path_factory.mktemp("fts") / "meta.sqlite"
+    shutil.copyfile(index.path / "meta.sqlite", db)
+    with MetadataStore.open(db, readonly=False) as store:
+        store.fts_create()
+        store.fts_fill(0)
+        store.checkpoint()
+    store = MetadataStore.open(db)
+    yield store
+    store.close()
+
+
+@pytest.fixture(scope="module")
 def rows(index) -> list[dict]:
     got = index.store.get(range(index.count))
     return [got[i] for i in range(index.count)]
@@ -42,8 +56,9 @@ def _ids(hits) -> list[int]:
     return [h.id for h in hits]
 
 
-def test_the_test_index_has_its_full_text_table_and_defaults_to_hybrid(index):
-    assert index.lexical is not None and index.default_mode == "hybrid"
+def test_the_test_index_has_bm25_files_no_full_text_table_and_defaults_to_hybrid(index):
+    assert index.lexical.bm25 is not None and not index.lexical.fts
+    assert index.default_mode == "hybrid"
     assert "hybrid search" in index.describe()
 
 
@@ -99,10 +114,12 @@ def test_any_text_is_a_safe_lexical_query(index, text):
     assert len(hits) <= 5
 
 
-def test_frequent_words_drop_out_of_the_lexical_leg(index):
-    """Words matching more rows than the budget are left out when rarer ones remain: a query
-    with stop-words ranks as the rare word alone; stop-words alone still find something."""
-    search = LexicalSearch(index.lexical.store, budget=100)
+def test_frequent_words_drop_out_of_the_full_text_leg(fts_store):
+    """Over an FTS5 table, words matching more rows than the budget are left out when rarer
+    ones remain: a query with stop-words ranks as the rare word alone; stop-words alone still
+    find something."""
+    search = LexicalSearch(fts_store, budget=100)
+    assert search.bm25 is None and search.fts
     assert search.rows_of("the") == 101 and search.rows_of("hartfield") <= 100
     assert search.search("the of and to Hartfield", 10) == search.search("Hartfield", 10)
     only_frequent = search.search("the of and", 10)
@@ -110,14 +127,14 @@ def test_frequent_words_drop_out_of_the_lexical_leg(index):
     assert search.search("zzyzx qwxzv", 10) == []
 
 
-def test_word_counts_are_learned_in_one_pass(index, monkeypatch):
+def test_word_counts_are_learned_in_one_pass(fts_store, monkeypatch):
     """The warm-up's pass counts every term of the index: a word that is its own Porter stem
     needs no lookup, and the counts agree with the bounded lookups (capped at the budget); a
     word the stemmer changes ("knightley" is indexed as "knightlei") is looked up, correctly."""
     words = ("the", "and", "emma", "hartfield", "weston")
-    fresh = LexicalSearch(index.lexical.store, budget=100)
+    fresh = LexicalSearch(fts_store, budget=100)
     expected = {w: fresh.rows_of(w) for w in (*words, "knightley")}
-    learned = LexicalSearch(index.lexical.store, budget=100)
+    learned = LexicalSearch(fts_store, budget=100)
     learned.learn_counts()
     assert learned.rows_of("knightley") == expected["knightley"] > 0
     monkeypatch.setattr(learned.store, "term_rows", lambda *a: pytest.fail("looked up"))
@@ -252,15 +269,17 @@ def test_a_mostly_foreign_query_says_so_and_searches_its_words(index, caplog):
     assert index.search("§§§ ¤", k=5, mode="hybrid")[0] == []  # no word at all: no vector
 
 
-# -- indexes built before the full-text table ----------------------------------------------------
+# -- indexes built before the lexical files -------------------------------------------------------
 
-def test_an_index_without_full_text_table_opens_for_semantic_search(flat, tmp_path, caplog):
+def without_lexical(folder: Path) -> None:
+    """The index as one built before BM25 files and the full-text table: neither."""
+    shutil.rmtree(folder / "bm25")
+    as_built(folder)
+
+
+def test_an_index_without_bm25_files_or_table_opens_for_semantic_search(flat, tmp_path, caplog):
     old = shutil.copytree(flat, tmp_path / "old")
-    conn = sqlite3.connect(old / "meta.sqlite")
-    conn.execute("DROP TABLE sentences_fts")
-    conn.commit()
-    conn.close()
-    as_built(old)
+    without_lexical(old)
     with caplog.at_level(logging.WARNING, logger="qtsearch"):
         idx = Searcher.open(old)
     with idx:
@@ -268,7 +287,7 @@ def test_an_index_without_full_text_table_opens_for_semantic_search(flat, tmp_pa
         assert idx.default_mode == "semantic"
         assert set(idx.search("Emma was happy.", k=3)[0][0].legs) == {"semantic"}
         for mode in ("lexical", "hybrid"):
-            with pytest.raises(UnusableIndex, match="no full-text table"):
+            with pytest.raises(UnusableIndex, match="neither BM25 files nor a full-text table"):
                 idx.search("Emma", mode=mode)
 
 
@@ -303,7 +322,7 @@ def test_a_transform_of_other_dimensions_is_refused(flat, tmp_path):
 
 
 def test_an_index_of_the_old_format_still_opens(shared_data, tiny_model, tmp_path):
-    """Built before fitted vectors and the full-text table: no transform files, no FTS table.
+    """Built before fitted vectors and lexical search: no transform files, no BM25 files.
     It opens (one warning), searches semantically, and its answers are the exact ones."""
     from query_fixtures import corpus_file
 
@@ -313,11 +332,7 @@ def test_an_index_of_the_old_format_still_opens(shared_data, tiny_model, tmp_pat
     build_index(IndexConfig(corpus=[str(corpus_file(shared_data, tmp_path))],
                             model=str(tiny_model), out=str(out), index="flat", fit="none",
                             device="cpu", precision="fp32"))
-    conn = sqlite3.connect(out / "meta.sqlite")
-    conn.execute("DROP TABLE sentences_fts")
-    conn.commit()
-    conn.close()
-    as_built(out)
+    without_lexical(out)
     assert not list(out.glob("transform.*"))
     with Searcher.open(out) as idx:
         assert idx.transform is None and idx.default_mode == "semantic"
@@ -329,7 +344,8 @@ def test_an_index_of_the_old_format_still_opens(shared_data, tiny_model, tmp_pat
 
 def test_a_query_matching_only_stop_words_is_noted_and_ranked_by_meaning_alone(index):
     """BM25 over function words ranks noise with confident scores: hybrid leaves that leg out
-    (every hit semantic only, in the semantic mode's order) and both modes say why."""
+    (every hit semantic only, in the semantic mode's order), lexical finds nothing, and both
+    modes say why."""
     text = "xyzzyq plughq on the of"
     assert index.lexical.stop_words_only(text)
     hybrid = index.search(text, k=5, mode="hybrid")[0]
@@ -338,7 +354,7 @@ def test_a_query_matching_only_stop_words_is_noted_and_ranked_by_meaning_alone(i
     assert all(set(h.legs) == {"semantic"} for h in hybrid)
     assert "stop-words" in hybrid.note and "meaning alone" in hybrid.note
     lexical = index.search(text, k=5, mode="lexical")[0]
-    assert lexical and "stop-words" in lexical.note
+    assert lexical == [] and "none of its words (stop-words aside)" in lexical.note
     assert semantic.note is None or "stop-words" not in semantic.note
 
 

@@ -31,7 +31,7 @@ OLD_K_OPT = typer.Option(None, "--k", hidden=True)
 MODE_OPT = typer.Option(None, "--mode",
                         help="hybrid | semantic | lexical. hybrid fuses vector search with "
                              "BM25 over the words; default: hybrid where the index has its "
-                             "full-text table (indexes built before it: semantic).")
+                             "BM25 files (indexes built before lexical search: semantic).")
 WHERE_OPT = typer.Option(None, "--where", "-w",
                          help="Only sentences whose COLUMN equals VALUE: source=emma.txt "
                               "(file name or full path), doc=N, line=N, position=N or any "

@@ -3,7 +3,7 @@
 Every error is `{"error": MESSAGE}` with the message the CLI prints after `qtsearch: error:`
 and a status that says whose fault it is: 400 a bad request (query, option, filter), 401 no
 token, 403 a wrong token or writing disabled, 404 an unknown sentence id or endpoint, 409 a
-request this index cannot serve (e.g. lexical search without a full-text table, /add or
+request this index cannot serve (e.g. lexical search on an index built before it, /add or
 /delete on an index the server cannot write), 413 a request too large (its body, its results,
 the stored text it would read, or its answer, each refused before it is built), 500 the
 server's own failure, 503 busy (another writer holds the index, too many requests at once, or

@@ -3,7 +3,7 @@
 A system is a model (the shipped one, a model folder, or an encoder name: glove, minilm,
 model2vec) and a search mode of `Searcher.search`, optionally with a re-ranker (`MODE+minilm`:
 the first RERANK_DEPTH hits re-scored, qtsearch.search.rerank; `MODE+minilm@10`: the first
-10). Lexical mode (BM25 over the index's full-text table) does not depend on the model, so it
+10). Lexical mode (BM25 over the index's BM25 files) does not depend on the model, so it
 is one system, "BM25 (lexical)", searched on the first model's index.
 """
 

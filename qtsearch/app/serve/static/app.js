@@ -137,7 +137,7 @@ function analogy(event) {
 
 const INFO_FIELDS = [
   ["count", "sentences"], ["index_type", "index type"], ["index_key", "faiss index"],
-  ["dim", "dimensions"], ["full_text", "full-text table"], ["transform", "fitted vectors"],
+  ["dim", "dimensions"], ["bm25", "BM25 files"], ["transform", "fitted vectors"],
   ["bytes_on_disk", "bytes on disk"], ["path", "folder"],
 ];
 
@@ -152,16 +152,18 @@ async function loadInfo() {
   try {
     const info = await api("info");
     const model = (info.model && (info.model.name || info.model.path)) || "?";
+    // BM25 files, or the full-text table of an index built before them
+    const lexical = info.bm25 || info.full_text;
     $("summary").textContent = `${info.count.toLocaleString("en")} sentences · ` +
       `${info.index_type} index · model ${model} · ` +
-      (info.full_text ? "hybrid search" : "semantic search only");
+      (lexical ? "hybrid search" : "semantic search only");
     const list = $("info");
     for (const [key, label] of [...INFO_FIELDS, ["model", "model"]]) {
       if (!(key in info)) continue;
       const value = key === "model" ? model : describe(info[key]);
       list.append(el("dt", "", label), el("dd", "", value));
     }
-    if (!info.full_text) {  // no BM25 table: only vectors
+    if (!lexical) {  // only vectors
       for (const input of document.querySelectorAll("input[name=mode]")) {
         input.disabled = input.value !== "semantic";
         input.checked = input.value === "semantic";
