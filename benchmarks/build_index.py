@@ -207,7 +207,7 @@ def main() -> None:
 
     from qtsearch.core.errors import QTSearchError
     from qtsearch.index import read_manifest
-    from qtsearch.index.folder import folder_bytes
+    from qtsearch.index.index_folder import folder_bytes
     from qtsearch.indexing.state import total_seconds
     from qtsearch.text.reader import read_sentences
 

@@ -28,7 +28,7 @@ from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
 from qtsearch.evaluation.relevance.relevance_run import run_queries as run_relevance
 from qtsearch.evaluation.relevance.tasks_base import RelevanceConfig, load_tasks
-from qtsearch.evaluation.retrieval import answers, beir
+from qtsearch.evaluation.retrieval import answer_retrieval, beir
 from qtsearch.evaluation.retrieval.retrieval_run import collection_index
 from qtsearch.evaluation.retrieval.retrieval_run import run_queries as run_retrieval
 from qtsearch.search.fusion import SearchSettings
@@ -82,7 +82,7 @@ def main() -> None:
     print("| sentences | semantic | lexical | " + " | ".join(f"w={w}" for w in weights) + " |")
     print("|---|---:|---:|" + "---:|" * len(weights))
     if "squad" not in args.skip:
-        coll = answers.load(root / "squad" / "train-v1.1.json.gz", "dev")
+        coll = answer_retrieval.load(root / "squad" / "train-v1.1.json.gz", "dev")
         drawn = random.Random(0).sample(sorted(coll.questions), min(args.squad_questions,
                                                                     len(coll.questions)))
         coll.questions = {q: coll.questions[q] for q in drawn}

@@ -348,7 +348,7 @@ def draw_chart(rows: list[dict], path: Path, note: str) -> None:
 
 
 def parent(args: argparse.Namespace) -> None:
-    from qtsearch.index.folder import folder_bytes
+    from qtsearch.index.index_folder import folder_bytes
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="qtsearch-peers-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -146,7 +146,7 @@ def queries_after(flat: Path, n_queries: int) -> list[str]:
 def build_flat(corpus: list[Path], model: str, out: Path, n: int | None) -> dict[str, Any]:
     """Build (or reuse) the flat reference index of `n` sentences (None: whatever `corpus`
     holds); returns its manifest."""
-    from qtsearch.app.progress import RichReporter
+    from qtsearch.app.progress_bars import RichReporter
     from qtsearch.encoders.registry import load_encoder
     from qtsearch.indexing.pipeline import IndexConfig, build_index
 
@@ -168,7 +168,7 @@ def build_flat(corpus: list[Path], model: str, out: Path, n: int | None) -> dict
 def derive(flat: Path, flat_manifest: dict[str, Any], out: Path, index_type: str
            ) -> dict[str, Any]:
     """Build (or reuse) an `index_type` index from the flat index's vectors."""
-    from qtsearch.app.progress import RichReporter
+    from qtsearch.app.progress_bars import RichReporter
     from qtsearch.indexing.derive import build_from_index
 
     manifest_path = out / "manifest.json"

@@ -1,7 +1,7 @@
 """What one search request costs the server, per unit of what it asks: the CPU seconds of a
 query, of each passage its first fetch ranks, and of each text a re-ranker encodes, beside the
 figures `qtsearch serve` assumes when it refuses a request sure to miss its deadline
-(qtsearch.app.serve.limits.least_seconds).
+(qtsearch.app.serve.request_limits.least_seconds).
 
 Queries run through the same `answer_queries` the server calls, one thread, CPU time of the
 process (`time.process_time`); per-passage cost is the slope between two depths of first
@@ -39,7 +39,7 @@ def main() -> None:
     ap.add_argument("--rerank", default=None, help="also time this re-ranker (e.g. minilm)")
     args = ap.parse_args()
 
-    from qtsearch.app.serve.limits import (
+    from qtsearch.app.serve.request_limits import (
         SECONDS_PER_PASSAGE,
         SECONDS_PER_QUERY,
         SECONDS_PER_RERANKED_TEXT,

@@ -18,7 +18,7 @@ from qtsearch.core.version import __version__
 if _TYPE_CHECKING:
     from qtsearch.encoders.base import SentenceEncoder
     from qtsearch.encoders.registry import load_encoder
-    from qtsearch.indexing.config import IndexConfig
+    from qtsearch.indexing.build_config import IndexConfig
     from qtsearch.lifecycle.facade import Index
     from qtsearch.search.hits import Hit, Record, Results
     from qtsearch.search.rerank import Reranker
@@ -31,7 +31,7 @@ __all__ = ["Hit", "Index", "IndexConfig", "Record", "Reranker", "Results", "Sent
 #: stays light.
 _LAZY = {"Index": "qtsearch.lifecycle.facade", "Hit": "qtsearch.search.hits",
          "Record": "qtsearch.search.hits", "Results": "qtsearch.search.hits",
-         "IndexConfig": "qtsearch.indexing.config", "Reranker": "qtsearch.search.rerank",
+         "IndexConfig": "qtsearch.indexing.build_config", "Reranker": "qtsearch.search.rerank",
          "SentenceEncoder": "qtsearch.encoders.base", "load_encoder": "qtsearch.encoders.registry"}
 
 

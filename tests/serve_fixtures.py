@@ -38,7 +38,7 @@ def serving(index: Path, token: Path | None = None, warm_up: bool = False,
 
     from qtsearch.app.serve.app import ServeConfig, create_app
     from qtsearch.app.serve.guards import server_options
-    from qtsearch.app.serve.limits import Limits
+    from qtsearch.app.serve.request_limits import Limits
 
     config = ServeConfig(str(index), token_file=str(token) if token else None,
                          limits=Limits(**limits), warm_up=warm_up, rerank=rerank)

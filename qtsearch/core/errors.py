@@ -32,7 +32,7 @@ class UnusableIndex(QTSearchError):
 
 class DamagedIndex(UnusableIndex):
     """An index whose files are damaged (not merely missing or of another version): the server
-    answers 500, the index's own failure, not the request's (qtsearch.app.serve.limits)."""
+    answers 500, the index's own failure, not the request's (qtsearch.app.serve.request_limits)."""
 
 
 class OutputError(QTSearchError):

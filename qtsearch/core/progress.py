@@ -4,7 +4,7 @@ Long work (builds, training, benchmarks) calls `reporter.stage(name, total)` for
 advances what it yields, `note` for a line worth keeping and `status` for periodic figures. The
 base class shows nothing (notes go to the log, warnings as warnings), so the library runs
 silently from Python by default; the command line passes a reporter that draws bars
-(`qtsearch.app.progress`). A script may pass its own.
+(`qtsearch.app.progress_bars`). A script may pass its own.
 """
 
 from __future__ import annotations

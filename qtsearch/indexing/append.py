@@ -22,7 +22,7 @@ from qtsearch.encoders.corpus_words import with_corpus_words
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.index import bm25
 from qtsearch.index.faiss_backend import FaissBuilder
-from qtsearch.index.folder import file_checksum, swap_in, working_copy
+from qtsearch.index.index_folder import file_checksum, swap_in, working_copy
 from qtsearch.index.integrity import require_whole
 from qtsearch.index.lock import real_folder, writer_lock
 from qtsearch.index.manifest import Manifest, compose_manifest, now, read_manifest, write_manifest

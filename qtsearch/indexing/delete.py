@@ -22,7 +22,7 @@ import numpy as np
 from qtsearch.core.errors import UnusableIndex, UsageError
 from qtsearch.index import bm25
 from qtsearch.index.compact import keep_rows
-from qtsearch.index.folder import swap_in, working_copy
+from qtsearch.index.index_folder import swap_in, working_copy
 from qtsearch.index.integrity import counts, require_whole
 from qtsearch.index.lock import real_folder, writer_lock
 from qtsearch.index.manifest import Manifest, compose_manifest, now, read_manifest, write_manifest

@@ -19,7 +19,7 @@ from qtsearch.core.progress import Reporter
 from qtsearch.encoders.corpus_words import CORPUS_WORDS
 from qtsearch.index import bm25
 from qtsearch.index.faiss_backend import open_faiss_index
-from qtsearch.index.folder import folder_bytes, swap_in
+from qtsearch.index.index_folder import folder_bytes, swap_in
 from qtsearch.index.manifest import Manifest, compose_manifest, now, write_manifest
 from qtsearch.index.names import CONFIG_FILE, INDEX_FILE, META_FILE, PARQUET_FILE
 from qtsearch.index.transform import TRANSFORM_FILE, TRANSFORM_JSON

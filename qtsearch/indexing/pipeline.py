@@ -37,7 +37,7 @@ from qtsearch.encoders.base import IndexEncoder, TokenEncoder
 from qtsearch.encoders.corpus_words import prepare_corpus_words, refines
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.index import bm25
-from qtsearch.index.folder import file_checksum, folder_bytes, require_writable, swap_in
+from qtsearch.index.index_folder import file_checksum, folder_bytes, require_writable, swap_in
 from qtsearch.index.lock import real_folder, writer_lock
 from qtsearch.index.manifest import compose_manifest, now, read_manifest, write_manifest
 from qtsearch.index.names import (
@@ -58,7 +58,7 @@ from qtsearch.index.transform import (
     canonical_fit,
 )
 from qtsearch.indexing import shards as shard_files
-from qtsearch.indexing.config import IndexConfig, default_out
+from qtsearch.indexing.build_config import IndexConfig, default_out
 from qtsearch.indexing.index_stage import IndexStage, build_fields, manifest_fields
 from qtsearch.indexing.rerun import built_before
 from qtsearch.indexing.state import PARALLEL_MIN_CPUS, SHARDS, STATE_FILE, BuildState

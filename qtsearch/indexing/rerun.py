@@ -10,10 +10,10 @@ from typing import Any
 
 from qtsearch.core.errors import QTSearchError
 from qtsearch.encoders.registry import load_encoder
-from qtsearch.index.folder import file_checksum
+from qtsearch.index.index_folder import file_checksum
 from qtsearch.index.manifest import Manifest
 from qtsearch.index.names import CONFIG_FILE
-from qtsearch.indexing.config import IndexConfig
+from qtsearch.indexing.build_config import IndexConfig
 from qtsearch.indexing.state import STATE_FILE
 from qtsearch.text.reader import list_files
 

@@ -20,11 +20,11 @@ from typing import Any
 from qtsearch.core.errors import UsageError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import SentenceEncoder
-from qtsearch.index.folder import index_info
+from qtsearch.index.index_folder import index_info
 from qtsearch.index.integrity import verify_and_record
 from qtsearch.index.manifest import Manifest
 from qtsearch.indexing.append import AddResult, add_to_index, manifest_read_options, split_option
-from qtsearch.indexing.config import IndexConfig
+from qtsearch.indexing.build_config import IndexConfig
 from qtsearch.indexing.delete import DeleteResult, delete_from_index
 from qtsearch.indexing.pipeline import build_index
 from qtsearch.lifecycle.inputs import Source, corpus_files

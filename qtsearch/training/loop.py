@@ -54,7 +54,7 @@ from qtsearch.training.distributed import (
     release_others,
     wait_for_main,
 )
-from qtsearch.training.metrics import MetricsLog, Window
+from qtsearch.training.metrics_log import MetricsLog, Window
 from qtsearch.training.schedule import lr_factor, task_schedule
 
 

@@ -10,7 +10,7 @@ the saved model (vectors = its output, loadable by `load_encoder`). Each task ha
 as GenSen gives each task its own decoder: QT scores f(s_i)·g(s_j) with f the shared encoder and
 g a task-specific context encoder of the same shape; NLI classifies [u, v, |u−v|, u*v]; the
 pairs task (training/pairs_trainer.py) compares the shared encoder's vectors directly; the
-teacher task (training/teacher.py) projects them to the teacher's width.
+teacher task (training/teacher_setup.py) projects them to the teacher's width.
 
 Each step trains one task on one batch, chosen by `loop.task_schedule` (`proportional`: drawn
 in proportion to the tasks' batches per epoch, so both pass over their data at the same rate;
@@ -50,7 +50,7 @@ from qtsearch.training.pairs_trainer import (
     qa_split,
     without_eval_sentences,
 )
-from qtsearch.training.teacher import minilm_teacher, teacher_data, teacher_task
+from qtsearch.training.teacher_setup import minilm_teacher, teacher_data, teacher_task
 from qtsearch.training.trainer import corpus_blocks
 
 

@@ -1,6 +1,6 @@
 """Training curves as a picture: each task's loss and validation metric against step.
 
-A run's metrics.jsonl (training/metrics.py) has one row per task and log interval and one per
+A run's metrics.jsonl (training/metrics_log.py) has one row per task and log interval and one per
 validation, the first task's validation figures unprefixed and the others' prefixed with their
 name. The picture has one row of two panels per task: loss (training and validation) and the
 validation metric with its chance level, so a glance says whether each task learns and how far

@@ -133,7 +133,7 @@ def test_build_index_help_says_the_models_fit_wins(capsys) -> None:
 def test_serve_help_lists_every_writing_endpoint(small: Path, capsys) -> None:
     pytest.importorskip("fastapi")
     from qtsearch.app.serve.app import ServeConfig, create_app
-    from qtsearch.app.serve.limits import Limits
+    from qtsearch.app.serve.request_limits import Limits
 
     served = create_app(ServeConfig(str(small), "cpu", None, Limits()))
     posts = {r.path for r in served.routes if "POST" in getattr(r, "methods", ())}

@@ -1,8 +1,8 @@
-"""What one request may cost `qtsearch serve` (qtsearch.core.budget, qtsearch.app.serve.limits):
-the stored text it would read is measured before it is read, an answer's size before it is
-built, a search by document stops deepening, a request past its deadline gets 503, one sure
-to miss it (by its parameters) 413 before it starts, and /health answers while the thread pool
-is full.
+"""What one request may cost `qtsearch serve` (qtsearch.core.budget,
+qtsearch.app.serve.request_limits): the stored text it would read is measured before it is read, an
+answer's size before it is built, a search by document stops deepening, a request past its deadline
+gets 503, one sure to miss it (by its parameters) 413 before it starts, and /health answers while
+the thread pool is full.
 
 The servers are real (uvicorn on a loopback port, in this process or as `qtsearch serve`) over
 copies of the session's real flat index; "long" copies hold one row of several megabytes, as
@@ -192,7 +192,7 @@ def test_a_request_sure_to_miss_its_deadline_is_refused_before_it_starts(flat):
     """10 queries by document at k=1000 rank at least 2,000 passages each (the whole index):
     at least 0.3 s of work, estimated from the parameters, against a deadline of 0.2 s: 413 at
     once, where it would have worked until its deadline. A small search still answers."""
-    from qtsearch.app.serve.limits import least_seconds
+    from qtsearch.app.serve.request_limits import least_seconds
 
     queries = [f"She was very happy to see her old friend {n}." for n in range(10)]
     least = least_seconds(10, 1000, "doc", 2000)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import cli
 
-from qtsearch.evaluation.retrieval import answers
+from qtsearch.evaluation.retrieval import answer_retrieval
 from qtsearch.search.hits import Hit
 
 pytestmark = pytest.mark.slow
@@ -26,7 +26,7 @@ def squad_file(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 
 
 def test_a_hit_is_right_only_in_the_questions_paragraph_and_holding_its_answer(squad_file):
-    coll = answers.load(squad_file, "all")
+    coll = answer_retrieval.load(squad_file, "all")
     qid, q = next(iter(coll.questions.items()))
     doc = coll.documents.index(q.paragraph)
     right = q.sentences[q.answer_sentence]

@@ -13,7 +13,7 @@ from qtsearch.core.paths import data_root
 from qtsearch.encoders.baselines import GloveBow
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation import classifier
-from qtsearch.evaluation.files import sample
+from qtsearch.evaluation.data_files import sample
 from qtsearch.evaluation.harness import (
     EmbeddingCache,
     EvalConfig,

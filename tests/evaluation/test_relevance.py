@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from qtsearch.core.errors import UnusableIndex, UsageError
-from qtsearch.evaluation.files import read_lines, read_tsv
+from qtsearch.evaluation.data_files import read_lines, read_tsv
 from qtsearch.evaluation.relevance.indexes import check_rows, task_index
 from qtsearch.evaluation.relevance.relevance_report import table, to_markdown
 from qtsearch.evaluation.relevance.relevance_run import (

@@ -145,7 +145,7 @@ def test_an_opened_index_reopens_the_same(index: qtsearch.Index) -> None:
 
 
 def test_the_facade_module_is_the_package_s_index(shipped_index: Path) -> None:
-    from qtsearch.indexing.config import IndexConfig
+    from qtsearch.indexing.build_config import IndexConfig
     from qtsearch.lifecycle import facade
 
     assert qtsearch.Index is facade.Index

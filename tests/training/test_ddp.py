@@ -39,7 +39,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 #: which process called them, one line per call in $QT_TEST_WRITES.
 DRIVER = """
 import os, sys
-from qtsearch.training import loop, metrics
+from qtsearch.training import loop, metrics_log
 def noted(name, original):
     def wrapper(*args, **kwargs):
         with open(os.environ["QT_TEST_WRITES"], "a") as fh:
@@ -48,7 +48,7 @@ def noted(name, original):
     return wrapper
 loop.save_state = noted("checkpoint", loop.save_state)
 loop.save_model = noted("model", loop.save_model)
-metrics.MetricsLog.__call__ = noted("metrics", metrics.MetricsLog.__call__)
+metrics_log.MetricsLog.__call__ = noted("metrics", metrics_log.MetricsLog.__call__)
 from qtsearch.app.cli import main
 main(sys.argv[1:])
 """

@@ -15,7 +15,7 @@ from PIL import Image
 
 from qtsearch.app.cli import main
 from qtsearch.encoders.files import read_metrics
-from qtsearch.training import metrics
+from qtsearch.training import metrics_log
 from qtsearch.training.configs import MultitaskConfig
 from qtsearch.training.multitask import train_multitask
 from qtsearch.training.plots import CURVES, MISSING, task_curves
@@ -52,8 +52,8 @@ def test_multitask_redraws_one_row_per_task_at_each_validation(
         drawn.append(len(read_metrics(folder)))
         return real(folder)
 
-    real = metrics.plot_folder
-    monkeypatch.setattr(metrics, "plot_folder", counted)
+    real = metrics_log.plot_folder
+    monkeypatch.setattr(metrics_log, "plot_folder", counted)
     config = MultitaskConfig(
         corpus=[str(shared_data / BOOK)], split_sentences=True, train=[str(shared_data / SNLI)],
         out=str(tmp_path), hidden=16, fc_dim=16, glove_words=500, vocab_size=2000,
@@ -104,7 +104,7 @@ def run_without_matplotlib(script: str, tmp_path: Path) -> subprocess.CompletedP
 def test_without_matplotlib_training_says_so_once_and_info_fails_in_one_line(
         shared_data: Path, tmp_path: Path) -> None:
     train = f"""
-from qtsearch.app.progress import RichReporter
+from qtsearch.app.progress_bars import RichReporter
 from qtsearch.training.configs import TrainConfig
 from qtsearch.training.trainer import train
 train(TrainConfig(corpus=[{str(shared_data / BOOK)!r}], out="model", encoder="uni", hidden=16,

@@ -13,7 +13,7 @@ from rich import box
 from rich.table import Table
 
 from qtsearch.app.commands.common import err, out, print_json
-from qtsearch.app.progress import RichReporter
+from qtsearch.app.progress_bars import RichReporter
 from qtsearch.core.errors import OutputError, UsageError
 from qtsearch.text.records import PASSAGE_WORDS
 

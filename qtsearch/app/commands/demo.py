@@ -20,7 +20,7 @@ def demo(
     quietly with a finished index, never a half-written one.
     """
     from qtsearch.app.demo import ANALOGY, ANALOGY_NOTE, QUERIES, ensure_demo_index
-    from qtsearch.app.progress import RichReporter
+    from qtsearch.app.progress_bars import RichReporter
     from qtsearch.app.shell import show_hits
     from qtsearch.search.searcher import Searcher
 

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from qtsearch.app.commands.common import err, model_option, out, print_json
-from qtsearch.app.progress import RichReporter
+from qtsearch.app.progress_bars import RichReporter
 from qtsearch.core.errors import OutputError, UsageError
 
 HELP = (

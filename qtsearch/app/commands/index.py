@@ -9,12 +9,12 @@ import typer
 from rich.table import Table
 
 from qtsearch.app.commands.common import counted, err, out
-from qtsearch.app.progress import RichReporter
+from qtsearch.app.progress_bars import RichReporter
 from qtsearch.core.errors import OutputError
 from qtsearch.index.choose import FLAT_MAX, PARTITIONED, SQ8_MAX, WHITEN
 from qtsearch.index.manifest import Manifest, read_manifest
 from qtsearch.index.names import META_FILE
-from qtsearch.indexing.config import IndexConfig
+from qtsearch.indexing.build_config import IndexConfig
 from qtsearch.indexing.state import STAGES
 from qtsearch.text.records import PASSAGE_WORDS
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from qtsearch.app.commands.common import RERANK_DEPTH_OPT, err, out
-from qtsearch.app.serve.limits import Limits
+from qtsearch.app.serve.request_limits import Limits
 from qtsearch.core.errors import UsageError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -78,7 +78,7 @@ def serve(
 
     from qtsearch.app.serve.app import CONFIG_ENV, ServeConfig, create_app, read_token
     from qtsearch.app.serve.guards import server_options
-    from qtsearch.app.serve.limits import Limits
+    from qtsearch.app.serve.request_limits import Limits
     from qtsearch.index.manifest import read_manifest
 
     read_manifest(index)  # a missing or broken index fails here, in one line

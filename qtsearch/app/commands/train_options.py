@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import typer
 
 from qtsearch.app.commands.common import err, out
-from qtsearch.app.progress import RichReporter
+from qtsearch.app.progress_bars import RichReporter
 from qtsearch.encoders.kinds import WORD_VECTOR_DIMS
 from qtsearch.training.configs import InferSentConfig, NLITrainConfig, PairsOptions, RunConfig
 

@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 
 from qtsearch.app.serve.bodies import AddBody, AnalogyBody, DeleteBody, SearchBody
 from qtsearch.app.serve.guards import Guards, check_token
-from qtsearch.app.serve.limits import (
+from qtsearch.app.serve.request_limits import (
     BodyLimit,
     HTTPError,
     Limits,
@@ -41,7 +41,7 @@ from qtsearch.app.shell import within
 from qtsearch.core.budget import SEARCH_ADVICE, Budget, spending
 from qtsearch.core.errors import InputError, QTSearchError, UsageError
 from qtsearch.core.version import __version__
-from qtsearch.index.folder import index_info
+from qtsearch.index.index_folder import index_info
 from qtsearch.search.answers import (
     Answer,
     answer_analogy,
@@ -312,7 +312,7 @@ def _json_error(status: int, message: str, headers: dict[str, str] | None = None
 
 
 def _errors(app: FastAPIOffline) -> None:
-    """Every failure as {"error": MESSAGE} with its status (qtsearch.app.serve.limits)."""
+    """Every failure as {"error": MESSAGE} with its status (qtsearch.app.serve.request_limits)."""
 
     @app.exception_handler(QTSearchError)
     async def qtsearch_error(_: Request, e: QTSearchError) -> Any:

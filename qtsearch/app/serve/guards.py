@@ -12,11 +12,11 @@
   503 at once, with Retry-After, instead of queueing behind them (the queue is what pushed
   tail latency to seconds): clients back off, the server's memory stays bounded.
 
-`protocol()` adds what uvicorn's HTTP protocols lack: a connection must deliver a
-request's headers within `header_timeout` seconds of connecting or of starting them (idle
-connections and headers at 1 byte/s are closed); `BodyLimit` (qtsearch.app.serve.limits) gives the
-body `body_timeout` seconds; uvicorn's own `timeout_keep_alive` closes idle keep-alive
-connections. `server_options` collects those settings for `uvicorn.Config`.
+`protocol()` adds what uvicorn's HTTP protocols lack: a connection must deliver a request's headers
+within `header_timeout` seconds of connecting or of starting them (idle connections and headers at 1
+byte/s are closed); `BodyLimit` (qtsearch.app.serve.request_limits) gives the body `body_timeout`
+seconds; uvicorn's own `timeout_keep_alive` closes idle keep-alive connections. `server_options`
+collects those settings for `uvicorn.Config`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ try:
 except ImportError:  # httptools is optional in uvicorn
     HttpToolsProtocol = None
 
-from qtsearch.app.serve.limits import (
+from qtsearch.app.serve.request_limits import (
     ASGIApp,
     HTTPError,
     Limits,

@@ -1,8 +1,8 @@
 """Systems side by side on retrieval collections: one index per collection and model, built from
 the collection's corpus file exactly as `qtsearch build-index FILE --model M` would, and every
 chosen mode searched one query at a time (timed). BEIR collections (`beir.py`) are records
-searched by document (`search --by doc`); answer collections (`answers.py`, from a SQuAD-format
-file) are sentences, one paragraph a document, searched sentence by sentence.
+searched by document (`search --by doc`); answer collections (`answer_retrieval.py`, from a
+SQuAD-format file) are sentences, one paragraph a document, searched sentence by sentence.
 
 Systems are those of `qtsearch bench relevance` (qtsearch.evaluation.relevance.relevance_run): each
 model in every mode, each baseline encoder in semantic mode, and "BM25 (lexical)" once.
@@ -26,7 +26,7 @@ from qtsearch.core.progress import Reporter
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation.relevance.indexes import build_code_key, encoder_key
 from qtsearch.evaluation.relevance.relevance_run import LEXICAL, System, WarningCounter
-from qtsearch.evaluation.retrieval import answers, beir
+from qtsearch.evaluation.retrieval import answer_retrieval, beir
 from qtsearch.index.manifest import Manifest, read_manifest
 from qtsearch.indexing.pipeline import IndexConfig, build_index
 from qtsearch.search.fusion import SearchSettings
@@ -56,8 +56,8 @@ class Collection(Protocol):
 
 def load_collection(path: str | Path, split: str | None = None) -> Collection:
     """A BEIR folder, or a SQuAD-format file for answer retrieval (default split: dev)."""
-    if answers.is_answer_file(path):
-        return answers.load(path, split or "dev")
+    if answer_retrieval.is_answer_file(path):
+        return answer_retrieval.load(path, split or "dev")
     return beir.load(path, split)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from qtsearch.core.errors import InputError
 from qtsearch.evaluation import classifier
-from qtsearch.evaluation.files import read_lines, sample
+from qtsearch.evaluation.data_files import read_lines, sample
 from qtsearch.evaluation.harness import EmbeddingCache, Task, register
 
 

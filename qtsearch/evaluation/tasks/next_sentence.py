@@ -19,7 +19,7 @@ import numpy as np
 
 from qtsearch.core.errors import InputError
 from qtsearch.encoders.base import EvalEncoder
-from qtsearch.evaluation.files import sample
+from qtsearch.evaluation.data_files import sample
 from qtsearch.evaluation.harness import EmbeddingCache, Task, register
 from qtsearch.text.reader import read_sentences
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from qtsearch.core.errors import InputError
-from qtsearch.evaluation.files import read_lines, sample
+from qtsearch.evaluation.data_files import read_lines, sample
 from qtsearch.evaluation.harness import EmbeddingCache, Task, register
 from qtsearch.evaluation.tasks.pair_classification import Pairs, cosine, texts_of
 from qtsearch.evaluation.tasks.relatedness import correlations

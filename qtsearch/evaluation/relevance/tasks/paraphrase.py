@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from qtsearch.core.errors import InputError
-from qtsearch.evaluation.files import read_tsv, sample
+from qtsearch.evaluation.data_files import read_tsv, sample
 from qtsearch.evaluation.relevance.tasks_base import RelevanceTask, register
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from qtsearch.core.errors import InputError
-from qtsearch.evaluation.files import read_lines, sample
+from qtsearch.evaluation.data_files import read_lines, sample
 from qtsearch.evaluation.relevance.tasks_base import Query, RelevanceTask, register
 
 

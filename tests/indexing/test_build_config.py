@@ -1,4 +1,4 @@
-"""qtsearch.indexing.config: the options of one build, their defaults, how they read the
+"""qtsearch.indexing.build_config: the options of one build, their defaults, how they read the
 corpus, where an index goes by default, and bad options refused through `Index.build` before
 any work."""
 
@@ -12,7 +12,7 @@ import pytest
 import qtsearch
 from qtsearch.core.errors import UsageError
 from qtsearch.index.names import INDEX_TYPES
-from qtsearch.indexing.config import IndexConfig, default_out
+from qtsearch.indexing.build_config import IndexConfig, default_out
 from qtsearch.text.records import PASSAGE_WORDS, RecordFields
 
 

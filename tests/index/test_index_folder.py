@@ -1,4 +1,4 @@
-"""qtsearch.index.folder: input checksums, sizes, what `info` reports, and the working copy a
+"""qtsearch.index.index_folder: input checksums, sizes, what `info` reports, and the working copy a
 writer changes (removed when it fails, the index unchanged), on a real index folder."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from conftest import GRID_SENTENCES
 
 from qtsearch.core.disk import NO_SPACE
 from qtsearch.core.errors import InputError, Interrupted, OutputError, UnusableIndex
-from qtsearch.index.folder import (
+from qtsearch.index.index_folder import (
     copy_failure,
     file_checksum,
     folder_bytes,
