@@ -232,8 +232,10 @@ def require_whole(folder: str | os.PathLike, recorded: Recorded, count: int) -> 
 
 
 def counts(folder: Path) -> dict[str, int | None]:
-    """Vectors in the faiss index, rows and full-text rows in SQLite (None: no such table).
+    """Vectors in the faiss index, rows in SQLite, the rows the BM25 files cover and the
+    full-text rows of an index built with that table (None: no such files, no such table).
     A graph that holds each distinct vector once counts the rows its fold maps onto them."""
+    from qtsearch.index.bm25 import Bm25Index
     from qtsearch.index.faiss_backend import open_faiss_index
     from qtsearch.index.fold import Fold
     from qtsearch.index.names import INDEX_FILE, META_FILE
@@ -247,11 +249,13 @@ def counts(folder: Path) -> dict[str, int | None]:
         fts = None
         if store.has_fts():
             fts = store.fts_count()
-    return {"vectors": vectors, "rows": rows, "full_text_rows": fts}
+    lexical = Bm25Index.open(folder)
+    return {"vectors": vectors, "rows": rows,
+            "bm25_rows": lexical.count if lexical is not None else None, "full_text_rows": fts}
 
 
 def count_problems(folder: Path, want: int) -> list[str]:
-    """Where vectors, rows and full-text rows differ from the manifest's count (`want`)."""
+    """Where the counts (`counts`) differ from the manifest's (`want`)."""
     try:
         got = counts(folder)
     except UnusableIndex as e:

@@ -12,8 +12,9 @@ from qtsearch.core.errors import DamagedIndex
 
 def check(index: Path = typer.Argument(..., help="An index folder made by build-index.")) -> None:
     """Verify an index: every file's sha256 against the one its manifest records, and that
-    vectors, rows, full-text rows and the manifest's count agree. Reads every byte (seconds
-    per GB); exit 5 with the problems in one line when anything is off, 0 when it is whole.
+    vectors, rows, the rows the BM25 files cover and the manifest's count agree. Reads every
+    byte (seconds per GB); exit 5 with the problems in one line when anything is off, 0 when
+    it is whole.
     Files found whole whose modification time changed (a copy that did not keep the times)
     have their times recorded, so that opening the index no longer hashes them."""
     from qtsearch.index.integrity import counts, damaged, verify_and_record
