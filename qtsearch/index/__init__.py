@@ -1,5 +1,5 @@
-"""Index folders: manifest I/O, the vector backends (faiss CPU, torch GPU), the metadata and
-full-text store, and the choice of index type.
+"""Index folders: manifest I/O, the vector backends (faiss CPU, torch GPU), the metadata
+store, the BM25 files, and the choice of index type.
 
 The query layer reaches vectors only through `open_backend` (a `VectorBackend`): nothing
 outside this package imports faiss. Also re-exported: `read_manifest`, `open_faiss_index`,
