@@ -186,8 +186,9 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
                                        b.position, *(getattr(b, f) for f in ARTICLE_FIELDS))
                                       for k, b in enumerate(batch))
                     n += len(batch)
-            fill_fts(store, start)
             full_text = store.has_fts()
+            if full_text:  # an index built with the table keeps it whole
+                store.fts_fill(start)
             store.checkpoint()
             bm25.write_for(work, work / META_FILE, start)  # every BM25 score stays exact
             if (work / PARQUET_FILE).exists():
@@ -239,9 +240,3 @@ def manifest_read_options(manifest: Manifest) -> dict[str, Any]:
     document unit), for `read_sentences`: `add` reads more text the same way."""
     return {"docs": manifest.docs, "passage_words": manifest.passage_words,
             "fields": RecordFields(*manifest.record_fields)}
-
-
-def fill_fts(store: MetadataStore, first_id: int) -> int:
-    """Index rows from `first_id` on in the full-text table of an index built with one, which
-    its searches still read where the query has only stop-words; 0 for an index without."""
-    return store.fts_fill(first_id) if store.has_fts() else 0
