@@ -29,6 +29,7 @@ and cold queries differently. The table stems with Porter ("danced" finds "dance
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import threading
@@ -134,8 +135,13 @@ class LexicalSearch:
             self.bm25 = None
         self._rows: dict[str, int] = {}
         self._learned: dict[str, int] = {}  # every term of the index, once learn_counts ran
-        self._stems = Stems()
         self._lock = threading.Lock()
+
+    @functools.cached_property
+    def _stems(self) -> Stems:
+        """The stemmer of the full-text table's queries, made when one first needs it: an
+        index with BM25 files alone never does, and its open skips the in-memory table."""
+        return Stems()
 
     @classmethod
     def open(cls, db: Path) -> LexicalSearch | None:
