@@ -4,8 +4,9 @@ that `add --upsert` shares, on a copy that replaces the index only when complete
 Row ids are faiss ids, 0..n-1 without gaps (every reader relies on that), so the rows kept are
 renumbered in order and every part of the index is written again from them: the vectors
 without re-embedding (qtsearch.index.compact), the metadata database fresh (no free pages
-left behind), its full-text table, the BM25 files, the Parquet copy; then the manifest, which
-records every file's checksum. Document numbers, sources and lines stay as they were.
+left behind; with the full-text table of an index built with one), the BM25 files, the
+Parquet copy; then the manifest, which records every file's checksum. Document numbers,
+sources and lines stay as they were.
 """
 
 from __future__ import annotations

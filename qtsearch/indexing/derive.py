@@ -1,7 +1,7 @@
 """Derived builds: another index type from the vectors of an exact (flat) index, without reading
 or embedding the corpus again (embedding is by far the costliest stage of a build on the CPU).
 The source's vectors are already through its fitted transform, so the
-transform files come along with the metadata (and its full-text table) unchanged."""
+transform files come along with the metadata and the BM25 files unchanged."""
 
 from __future__ import annotations
 

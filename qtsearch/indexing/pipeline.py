@@ -1,10 +1,10 @@
-"""Corpus → searchable index: read → embed → fit → faiss ∥ SQLite metadata + full-text table.
+"""Corpus → searchable index: read → embed → fit → faiss ∥ SQLite metadata + BM25 files.
 
 Memory stays flat as the corpus grows: sentences are read into fixed-size shards (Parquet, with
 their source, line, document and position), each shard is embedded into an `.npy` file, a
 vector transform (`--fit`, qtsearch.index.transform) is fitted on a sample, and the index is
 trained on a sample and filled shard by shard with the transformed vectors. The metadata stage
-writes the rows and their full-text (FTS5) index. Only the final index itself grows.
+writes the rows and their BM25 files. Only the final index itself grows.
 
 Builds are atomic and resumable. Everything is written into `<out>.partial/` with a small
 `state.json`; a rerun with the same corpus, model and options skips what is finished (reading,

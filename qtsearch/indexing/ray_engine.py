@@ -12,9 +12,9 @@ can finish what Ray started, and the other way round). The driver fits `--fit` a
 once on a sample, as the local build does (the same seeds, the same sample), writes it empty, and
 the workers add their shards to copies of it with global ids (`qtsearch.index.parts`:
 `add_with_ids`, then `merge_from` in shard order, the autofaiss pattern); graph indexes (HNSW)
-cannot be merged and are filled in the driver. Recall tuning and the metadata stage (SQLite and its
-full-text table, filled from the Parquet shards) run in the driver as in a local build, so the Ray
-build gives the same vectors, rows, index and search results as `--engine local`.
+cannot be merged and are filled in the driver. Recall tuning and the metadata stage (SQLite,
+filled from the Parquet shards, and the BM25 files) run in the driver as in a local build, so
+the Ray build gives the same vectors, rows, index and search results as `--engine local`.
 
 Workers write into `<out>.partial/shards/`, so on a cluster of several machines the output
 folder must be on a filesystem every node sees (NFS or the like), with the corpus and the
