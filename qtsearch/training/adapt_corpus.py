@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +25,7 @@ from qtsearch.encoders.files import read_config
 from qtsearch.encoders.nn.folder import encoder_config
 from qtsearch.text import records
 from qtsearch.text.reader import list_files, read_sentences
+from qtsearch.text.token_rows import TokenRows
 from qtsearch.text.tokenizer import tokenize
 from qtsearch.text.vocab import Vocab
 from qtsearch.training.configs import HELD_OUT
@@ -75,6 +76,59 @@ def corpus_signature(paths: Sequence[str]) -> str:
     return h.hexdigest()[:16]
 
 
+@dataclass
+class Corpus:
+    """The corpus as token ids, a million sentences in ~100 MB instead of Python token lists:
+    each distinct token (as written) is a type, and `sentences` (every sentence, document after
+    document) and `titles` (one row a document, empty without a title) are rows of type ids.
+    The documents keep their text for the teacher, which encodes a sample of it."""
+
+    docs: list[Document]
+    types: list[str]
+    sentences: TokenRows
+    doc_offsets: np.ndarray  # document d's sentences: doc_offsets[d] .. doc_offsets[d + 1]
+    titles: TokenRows
+
+    @cached_property
+    def doc_of_sentence(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.docs), dtype=np.int64), np.diff(self.doc_offsets))
+
+    def text(self, sentence: int) -> str:
+        d = int(np.searchsorted(self.doc_offsets, sentence, side="right")) - 1
+        return self.docs[d].sentences[sentence - int(self.doc_offsets[d])]
+
+    def lookup(self, vocab: Vocab) -> np.ndarray:
+        """Each type's id in `vocab`, as `vocab.encode(tokens, n, fold_case=True)` maps it."""
+        return np.fromiter((vocab.encode([t], 1, fold_case=True)[0] for t in self.types),
+                           dtype=np.int32, count=len(self.types))
+
+
+def corpus_tokens(docs: list[Document]) -> Corpus:
+    types: dict[str, int] = {}
+
+    def type_ids(text: str) -> Iterator[int]:
+        for token in tokenize(text):
+            yield types.setdefault(token, len(types))
+
+    flat, offsets, doc_offsets = array("i"), array("q", [0]), array("q", [0])
+    title_flat, title_offsets = array("i"), array("q", [0])
+    for d in docs:
+        for s in d.sentences:
+            flat.extend(type_ids(s))
+            offsets.append(len(flat))
+        doc_offsets.append(len(offsets) - 1)
+        if d.title:
+            title_flat.extend(type_ids(d.title))
+        title_offsets.append(len(title_flat))
+
+    def rows(ids: array, ends: array) -> TokenRows:
+        return TokenRows.from_offsets(np.frombuffer(ids, dtype=np.int32),
+                                      np.frombuffer(ends, dtype=np.int64))
+
+    return Corpus(docs, list(types), rows(flat, offsets), np.frombuffer(doc_offsets, np.int64),
+                  rows(title_flat, title_offsets))
+
+
 # ----- the base model and the vocabulary ---------------------------------------------------
 
 def base_folder(model: str | None) -> Path:
@@ -95,20 +149,18 @@ def base_folder(model: str | None) -> Path:
     return folder
 
 
-def new_words(token_lists: Iterable[list[str]], vocab: Vocab, size: int,
-              min_count: int) -> list[str]:
-    """The corpus words the base vocabulary does not know (in any casing), most frequent first
-    (ties by the word: deterministic)."""
-    counts: Counter[str] = Counter()
-    for tokens in token_lists:
-        counts.update(t for t in tokens if not vocab.knows(t))
-    ranked = sorted(((w, n) for w, n in counts.items() if n >= min_count),
-                    key=lambda kv: (-kv[1], kv[0]))
+def new_words(corpus: Corpus, vocab: Vocab, size: int, min_count: int) -> list[str]:
+    """The corpus words (in its sentences and titles) the base vocabulary does not know (in any
+    casing), most frequent first (ties by the word: deterministic)."""
+    counts = (np.bincount(corpus.sentences.flat, minlength=len(corpus.types))
+              + np.bincount(corpus.titles.flat, minlength=len(corpus.types)))
+    ranked = sorted(((w, int(n)) for w, n in zip(corpus.types, counts, strict=True)
+                     if n >= min_count and not vocab.knows(w)), key=lambda kv: (-kv[1], kv[0]))
     return [w for w, _ in ranked[:size]]
 
 
-def context_vectors(table: np.ndarray, vocab: Vocab, sentences: list[list[str]],
-                    words: list[str], composed: np.ndarray | None = None) -> np.ndarray:
+def context_vectors(table: np.ndarray, vocab: Vocab, corpus: Corpus, words: list[str],
+                    composed: np.ndarray | None = None) -> np.ndarray:
     """A start for each new word, read off the sentences it occurs in: its composed row
     (`composed`, the base's pieces; zero where it has none) moved towards the mean of those
     sentences' unit vectors (known words only), centred on the corpus mean, by BETA times the
@@ -117,24 +169,25 @@ def context_vectors(table: np.ndarray, vocab: Vocab, sentences: list[list[str]],
     text's mean."""
     from scipy.sparse import csr_matrix
 
-    position = {w: i for i, w in enumerate(words)}
-    rows, cols, flat, lengths = [], [], [], []
-    for s, tokens in enumerate(sentences):
-        known = [i for i in vocab.encode(tokens, len(tokens) or 1, fold_case=True) if i > 1]
-        flat.extend(known)
-        lengths.append(len(known))
-        for t in set(tokens):
-            if t in position:
-                rows.append(position[t])
-                cols.append(s)
-    lengths_a = np.asarray(lengths, dtype=np.int64)
-    weights = np.repeat(1.0 / np.maximum(lengths_a, 1), lengths_a).astype(np.float32)
-    indptr = np.concatenate([[0], np.cumsum(lengths_a)])
-    means = csr_matrix((weights, np.asarray(flat, dtype=np.int64), indptr),
-                       shape=(len(sentences), len(table))) @ table
+    n = len(corpus.sentences)
+    sentence = corpus.sentences.row_of_each()
+    ids = corpus.lookup(vocab)[corpus.sentences.flat]
+    known = ids > 1
+    lengths = np.bincount(sentence[known], minlength=n)
+    weights = np.repeat(1.0 / np.maximum(lengths, 1), lengths).astype(np.float32)
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    means = csr_matrix((weights, ids[known].astype(np.int64), indptr),
+                       shape=(n, len(table))) @ table
     means /= np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-8)
-    occurs = csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)),
-                        shape=(len(words), len(sentences)))
+    # which new word occurs in which sentence: once a sentence, however often it occurs there
+    position = {w: i for i, w in enumerate(words)}
+    word_of_type = np.fromiter((position.get(t, -1) for t in corpus.types), dtype=np.int64,
+                               count=len(corpus.types))
+    word = word_of_type[corpus.sentences.flat]
+    new = word >= 0
+    pairs = np.unique(word[new] * n + sentence[new])
+    occurs = csr_matrix((np.ones(len(pairs), dtype=np.float32), (pairs // n, pairs % n)),
+                        shape=(len(words), n))
     counts = np.asarray(occurs.sum(axis=1)).ravel()
     context = (occurs @ means) / np.maximum(counts, 1)[:, None] - means.mean(axis=0)
     start = np.zeros_like(context) if composed is None else composed
@@ -161,69 +214,62 @@ def composed_rows(base: Path, words: list[str], dim: int) -> np.ndarray | None:
 
 # ----- the pairs ----------------------------------------------------------------------------
 
-def split_pairs(pairs: list[tuple[int, list[int], list[int]]]) -> tuple[PairSet, PairSet]:
-    """(training, validation) PairSets of (document, anchor ids, positive ids) triples. The
-    held-out documents validate with one pair each: two pairs of one document in a batch are
-    near-duplicates (a sentence is one pair's anchor and the next pair's positive), and the
-    figure should measure finding the document, not telling its pairs apart."""
-    train = [p for p in pairs if p[0] % HELD_OUT]
-    valid, seen = [], set()
-    for p in pairs:
-        if not p[0] % HELD_OUT and p[0] not in seen:
-            seen.add(p[0])
-            valid.append(p)
+#: A task's pairs: each pair's document, its anchors' and its positives' token ids.
+TaskPairs = tuple[np.ndarray, TokenRows, TokenRows]
 
-    def pair_set(items: list[tuple[int, list[int], list[int]]]) -> PairSet:
-        return PairSet([a for _, a, _ in items], [b for _, _, b in items], [None] * len(items))
+
+def split_pairs(pairs: TaskPairs) -> tuple[PairSet, PairSet]:
+    """(training, validation) PairSets. The held-out documents validate with one pair each:
+    two pairs of one document in a batch are near-duplicates (a sentence is one pair's anchor
+    and the next pair's positive), and the figure should measure finding the document, not
+    telling its pairs apart."""
+    docs, anchors, positives = pairs
+    train = np.flatnonzero(docs % HELD_OUT)
+    held = np.flatnonzero(docs % HELD_OUT == 0)
+    valid = held[np.sort(np.unique(docs[held], return_index=True)[1])]
+
+    def pair_set(rows: np.ndarray) -> PairSet:
+        return PairSet(anchors.take(rows), positives.take(rows), [None] * len(rows))
 
     return pair_set(train), pair_set(valid)
 
 
-@dataclass
-class Corpus:
-    """The corpus as token lists per document and its pairs."""
-
-    docs: list[Document]
-    tokens: list[list[list[str]]]  # per document, per sentence
-    titles: list[list[str] | None]
-
-
-def corpus_tokens(docs: list[Document]) -> Corpus:
-    return Corpus(docs, [[tokenize(s) for s in d.sentences] for d in docs],
-                  [tokenize(d.title) if d.title else None for d in docs])
-
-
-def task_pairs(corpus: Corpus, vocab: Vocab, max_len: int, doc_len: int
-               ) -> dict[str, list[tuple[int, list[int], list[int]]]]:
-    """Each task's (document, anchor ids, positive ids) triples."""
-
-    def ids(tokens: list[str], n: int = max_len) -> list[int]:
-        return vocab.encode(tokens, n, fold_case=True)
-
-    out: dict[str, list[tuple[int, list[int], list[int]]]] = {
-        "neighbours": [], "titles": [], "ict": []}
-    for d, (sentences, title) in enumerate(zip(corpus.tokens, corpus.titles)):
-        encoded = [ids(t) for t in sentences]
-        out["neighbours"] += [(d, a, b) for a, b in pairwise(encoded)]
-        if title:
-            out["titles"] += [(d, ids(title), s) for s in encoded[:PER_DOC]]
-        if len(sentences) > 1:
-            for i in range(min(PER_DOC, len(sentences))):
-                rest = [t for j, s in enumerate(sentences) if j != i for t in s]
-                if title:
-                    rest = title + rest
-                out["ict"].append((d, encoded[i], ids(rest, doc_len)))
+def task_pairs(corpus: Corpus, lookup: np.ndarray, max_len: int, doc_len: int
+               ) -> dict[str, TaskPairs]:
+    """Each task's pairs, document by document (`lookup`: each type's vocabulary id)."""
+    encoded = corpus.sentences.encoded(lookup, max_len)
+    doc = corpus.doc_of_sentence
+    position = np.arange(len(doc)) - corpus.doc_offsets[doc]  # a sentence's place in its doc
+    first = position < PER_DOC
+    out = {}
+    a = np.flatnonzero(doc[:-1] == doc[1:])
+    out["neighbours"] = (doc[a], encoded.take(a), encoded.take(a + 1))
+    s = np.flatnonzero(first & (corpus.titles.lengths() > 0)[doc])
+    out["titles"] = (doc[s], corpus.titles.encoded(lookup, max_len).take(doc[s]),
+                     encoded.take(s))
+    s = np.flatnonzero(first & (np.diff(corpus.doc_offsets) > 1)[doc])
+    rest = TokenRows.from_rows(_rest_of_document(corpus, int(i), int(doc[i]), doc_len) for i in s)
+    out["ict"] = (doc[s], encoded.take(s), rest.encoded(lookup, doc_len))
     return out
 
-def teacher_sample(corpus: Corpus, size: int, seed: int) -> list[tuple[int, int]]:
-    """(document, sentence) positions of a fixed random sample of the training documents'
-    sentences, in the order they are encoded (a time budget keeps a prefix)."""
-    where = [(d, i) for d, doc in enumerate(corpus.tokens) if d % HELD_OUT
-             for i in range(len(doc))]
-    where += [(d, i) for d, doc in enumerate(corpus.tokens) if not d % HELD_OUT
-              for i in range(len(doc))][: max(1, size // HELD_OUT)]
-    order = np.random.default_rng([seed, 7]).permutation(len(where))[:size]
-    return [where[i] for i in order]
+
+def _rest_of_document(corpus: Corpus, sentence: int, doc: int, n: int) -> np.ndarray:
+    """The first `n` type ids of a document's title and its sentences but `sentence`."""
+    rows = corpus.sentences
+    begin = rows.starts[corpus.doc_offsets[doc]]
+    end = rows.ends[corpus.doc_offsets[doc + 1] - 1]
+    parts = [corpus.titles[doc], rows.flat[begin : min(rows.starts[sentence], begin + n)],
+             rows.flat[rows.ends[sentence] : min(end, rows.ends[sentence] + n)]]
+    return np.concatenate(parts)[:n]
+
+
+def teacher_sample(corpus: Corpus, size: int, seed: int) -> np.ndarray:
+    """The sentences (indexes into `corpus.sentences`) of a fixed random sample of the training
+    documents' sentences, in the order they are encoded (a time budget keeps a prefix)."""
+    held = corpus.doc_of_sentence % HELD_OUT == 0
+    where = np.concatenate([np.flatnonzero(~held),
+                            np.flatnonzero(held)[: max(1, size // HELD_OUT)]])
+    return where[np.random.default_rng([seed, 7]).permutation(len(where))[:size]]
 
 
 def teacher_vectors(sentences: list[str], budget: float, device: str, display: Reporter

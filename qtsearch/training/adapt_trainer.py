@@ -222,24 +222,22 @@ def adapt_loop(config: AdaptConfig, reporter: Reporter | None = None,
 
     base_vocab = read_vocab(base, cfg)
     table = base_encoder.words.weight.detach().numpy()
-    sentences = [s for doc in corpus.tokens for s in doc]
-    added = new_words(sentences + [t for t in corpus.titles if t], base_vocab,
-                      config.new_words, config.min_count)
+    added = new_words(corpus, base_vocab, config.new_words, config.min_count)
     vocab = Vocab(base_vocab.words + added)
-    n_sent = len(sentences)
+    n_sent = len(corpus.sentences)
     display.note(f"adapting {base} to {len(docs):,} documents ({n_sent:,} sentences, "
-                 f"{sum(t is not None for t in corpus.titles):,} titled); "
+                 f"{int((corpus.titles.lengths() > 0).sum()):,} titled); "
                  f"{len(added):,} new words")
     grown = dataclasses.replace(cfg, vocab_size=len(vocab), max_len=config.max_len or cfg.max_len)
     rows = torch.from_numpy(table)
     if added:
         rows = torch.cat([rows, torch.from_numpy(
-            context_vectors(table, base_vocab, sentences, added,
+            context_vectors(table, base_vocab, corpus, added,
                             composed_rows(base, added, table.shape[1])))])
+    lookup = corpus.lookup(vocab)  # each corpus token's id in the grown vocabulary
     # the rows the corpus uses: base words first (the anchored ones), then the new words
     used = np.zeros(len(vocab), dtype=bool)
-    for tokens in sentences + [t for t in corpus.titles if t]:
-        used[vocab.encode(tokens, len(tokens) or 1, fold_case=True)] = True
+    used[lookup[corpus.sentences.flat]] = used[lookup[corpus.titles.flat]] = True
     used[:2] = False
     trainable = np.flatnonzero(used)
     n_base = int((trainable < len(base_vocab)).sum())
@@ -249,7 +247,7 @@ def adapt_loop(config: AdaptConfig, reporter: Reporter | None = None,
     negated = getattr(base_encoder, "negated", None)
     encoder = DeltaMean(grown, rows.float(), torch.from_numpy(trainable),
                         None if negated is None else negated.detach(), roles).to(runtime.device)
-    pairs = task_pairs(corpus, vocab, cfg.max_len, config.doc_len)
+    pairs = task_pairs(corpus, lookup, grown.max_len, config.doc_len)
     wanted = {"neighbours": config.neighbours, "titles": config.titles, "ict": config.ict}
     tasks: list[Task] = []
     facts: dict[str, Any] = {
@@ -268,8 +266,8 @@ def adapt_loop(config: AdaptConfig, reporter: Reporter | None = None,
         tasks.append(task)
         facts[f"adapt_{name}_pairs"] = len(train)
     if config.teacher:
-        teacher = teacher_task(config, corpus, vocab, cfg.max_len, encoder, runtime, display,
-                               out, resume)
+        teacher = teacher_task(config, corpus, lookup, grown.max_len, encoder, runtime,
+                               display, out, resume)
         if teacher is not None:
             tasks.append(teacher)
             facts["adapt_teacher_sentences"] = len(teacher.ids)
@@ -288,7 +286,7 @@ def adapt_loop(config: AdaptConfig, reporter: Reporter | None = None,
 TEACHER_FILE = "adapt_teacher.npz"
 
 
-def teacher_task(config: AdaptConfig, corpus: Corpus, vocab: Vocab, max_len: int,
+def teacher_task(config: AdaptConfig, corpus: Corpus, lookup: np.ndarray, max_len: int,
                  encoder: nn.Module, runtime: Runtime, display: Reporter, out: Path,
                  resume: bool) -> TeacherTask | None:
     """MiniLM's view of a corpus sample as a task (None: the budget encoded too few)."""
@@ -298,18 +296,18 @@ def teacher_task(config: AdaptConfig, corpus: Corpus, vocab: Vocab, max_len: int
         with np.load(saved) as z:
             vectors, n = z["vectors"], int(z["count"])
     else:
-        texts = [corpus.docs[d].sentences[i] for d, i in sample]
+        texts = [corpus.text(int(s)) for s in sample]
         vectors = teacher_vectors(texts, config.teacher_budget, config.device, display)
         n = len(vectors)
         tmp = out / (TEACHER_FILE + ".tmp.npz")
         np.savez(tmp, vectors=vectors, count=n)
         os.replace(tmp, saved)
     sample = sample[:n]
-    held = np.array([k for k, (d, _) in enumerate(sample) if not d % HELD_OUT], dtype=np.int64)
+    held = np.flatnonzero(corpus.doc_of_sentence[sample] % HELD_OUT == 0)
     if n < 2 * config.batch_size or len(held) < 2:
         display.note(f"teacher: {n:,} sentences encoded within the budget: too few, left out")
         return None
-    ids = [vocab.encode(corpus.tokens[d][i], max_len, fold_case=True) for d, i in sample]
+    ids = corpus.sentences.take(sample).encoded(lookup, max_len)
     head = nn.Linear(encoder.dim, vectors.shape[1]).to(runtime.device)
     batch = min(config.batch_size, len(held))
     display.note(f"teacher: {n:,} corpus sentences with MiniLM vectors ({len(held):,} held out)")

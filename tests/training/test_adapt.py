@@ -9,13 +9,24 @@ import signal
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from qtsearch.training.adapt_corpus import read_documents
+from qtsearch.encoders.base import default_model_path
+from qtsearch.encoders.files import read_config, read_vocab
+from qtsearch.encoders.nn.folder import encoder_config
+from qtsearch.text.tokenizer import tokenize
+from qtsearch.training.adapt_corpus import (
+    PER_DOC,
+    corpus_tokens,
+    read_documents,
+    split_pairs,
+    task_pairs,
+)
 from qtsearch.training.adapt_trainer import adapt
 from qtsearch.training.configs import AdaptConfig
 
@@ -49,6 +60,42 @@ def test_records_become_titled_documents(abstracts: Path) -> None:
     docs = read_documents([str(abstracts)], split=True)
     assert len(docs) == 600
     assert all(d.title for d in docs) and sum(len(d.sentences) for d in docs) > 4000
+
+
+def test_task_pairs_are_those_of_the_token_lists(abstracts: Path) -> None:
+    """The pairs made from the corpus held as flat token ids are the ones the definitions give
+    from each sentence's token list: neighbours, title → its first sentences, and a sentence →
+    its title and the rest of its document (truncated); each split holds the training documents'
+    pairs and one pair per held-out document."""
+    docs = read_documents([str(abstracts)], split=True)[:60]
+    folder = default_model_path()
+    vocab = read_vocab(folder, encoder_config(read_config(folder)))
+    corpus = corpus_tokens(docs)
+    pairs = task_pairs(corpus, corpus.lookup(vocab), 12, 40)
+
+    def ids(tokens: list[str], n: int = 12) -> list[int]:
+        return vocab.encode(tokens, n, fold_case=True)
+
+    expected: dict[str, list[tuple[int, list[int], list[int]]]] = {
+        "neighbours": [], "titles": [], "ict": []}
+    for d, doc in enumerate(docs):
+        sentences = [tokenize(s) for s in doc.sentences]
+        title = tokenize(doc.title) if doc.title else []
+        expected["neighbours"] += [(d, ids(a), ids(b)) for a, b in pairwise(sentences)]
+        if title:
+            expected["titles"] += [(d, ids(title), ids(s)) for s in sentences[:PER_DOC]]
+        for i in range(min(PER_DOC, len(sentences)) if len(sentences) > 1 else 0):
+            rest = title + [t for j, s in enumerate(sentences) if j != i for t in s]
+            expected["ict"].append((d, ids(sentences[i]), ids(rest, 40)))
+    for name, (owners, anchors, positives) in pairs.items():
+        got = [(int(d), a.tolist(), p.tolist()) for d, a, p in zip(owners, anchors, positives)]
+        assert got == expected[name] and got, name
+        train, valid = split_pairs((owners, anchors, positives))
+        held = [p for p in expected[name] if p[0] % 20 == 0]
+        assert len(train) == len(expected[name]) - len(held)
+        assert len(valid) == len({p[0] for p in held})
+        assert [a.tolist() for a in valid.anchors] == [
+            next(p[1] for p in held if p[0] == d) for d in sorted({p[0] for p in held})]
 
 
 @pytest.mark.slow

@@ -29,9 +29,9 @@ from qtsearch.training.objectives.entailment import pad_ids, rows_at
 class PairSet:
     """Pairs as token ids: anchors, positives and hard negatives (None: none), row-aligned."""
 
-    anchors: list[list[int]]
-    positives: list[list[int]]
-    negatives: list[list[int] | None]
+    anchors: Sequence[Sequence[int]]
+    positives: Sequence[Sequence[int]]
+    negatives: Sequence[Sequence[int] | None]
 
     @classmethod
     def encode(cls, pairs: Sequence[Pair], vocab: Vocab, max_len: int,

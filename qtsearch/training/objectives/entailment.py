@@ -35,7 +35,7 @@ def split_by_premise(
                     seed, "premises")
 
 
-def pad_ids(rows: Sequence[list[int]]) -> tuple[Tensor, Tensor]:
+def pad_ids(rows: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
     """Right-padded ids [B, T] and lengths [B]."""
     lengths = [len(r) for r in rows]
     out = np.zeros((len(rows), max(lengths)), dtype=np.int64)

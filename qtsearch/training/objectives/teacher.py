@@ -48,7 +48,7 @@ class TeacherTask:
     metric = "in-batch retrieval of the teacher's vector"
     baseline = "chance"
 
-    def __init__(self, ids: Sequence[list[int]], vectors: np.ndarray, valid_rows: np.ndarray,
+    def __init__(self, ids: Sequence[Sequence[int]], vectors: np.ndarray, valid_rows: np.ndarray,
                  batch_size: int, seed: int, encoder: nn.Module, head: nn.Module,
                  runtime: Runtime):
         self.ids, self.vectors, self.seed = ids, vectors, seed

@@ -1,0 +1,41 @@
+"""Token-id rows held flat give what per-sentence lists give: the rows, subsets of them, and
+`Vocab.encode` of each row (truncation, <unk>, casing, an empty row as [<unk>])."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qtsearch.encoders.base import default_model_path
+from qtsearch.encoders.files import read_config, read_vocab
+from qtsearch.encoders.nn.folder import encoder_config
+from qtsearch.text.token_rows import TokenRows
+from qtsearch.text.tokenizer import tokenize
+
+SENTENCES = ["The Capital of Australia is Canberra.", "", "zzqx blorft Paris PARIS paris",
+             "Photosynthesis in plants turns light into sugar and oxygen every single day."]
+
+
+def test_rows_and_subsets_are_views_of_one_array() -> None:
+    rows = TokenRows.from_rows([[1, 2, 3], [], [4], [5, 6]])
+    assert [r.tolist() for r in rows] == [[1, 2, 3], [], [4], [5, 6]]
+    picked = rows.take(np.array([3, 0, 3]))
+    assert [r.tolist() for r in picked] == [[5, 6], [1, 2, 3], [5, 6]]
+    assert picked.flat is rows.flat
+    assert rows.row_of_each().tolist() == [0, 0, 0, 2, 3, 3]
+
+
+def test_encoded_rows_are_what_the_vocabulary_encodes() -> None:
+    folder = default_model_path()
+    vocab = read_vocab(folder, encoder_config(read_config(folder)))
+    types: dict[str, int] = {}
+    rows = TokenRows.from_rows([types.setdefault(t, len(types)) for t in tokenize(s)]
+                               for s in SENTENCES)
+    lookup = np.array([vocab.encode([t], 1, fold_case=True)[0] for t in types])
+    for max_len in (1, 4, 64):
+        expected = [vocab.encode(tokenize(s), max_len, fold_case=True) for s in SENTENCES]
+        assert [r.tolist() for r in rows.encoded(lookup, max_len)] == expected
+        picked = rows.encoded(lookup, max_len).take(np.array([2, 1]))
+        assert [r.tolist() for r in picked] == [expected[2], expected[1]]
+        assert [r.tolist() for r in rows.take(np.array([3, 1])).encoded(lookup, max_len)] == [
+            expected[3], expected[1]]
+    assert 1 in expected[2] and expected[1] == [1]  # unknown words and the empty sentence
