@@ -12,6 +12,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+#: Rows encoded at once (`TokenRows.encoded`).
+CHUNK = 1 << 16
+
 
 class TokenRows(Sequence[np.ndarray]):
     def __init__(self, flat: np.ndarray, starts: np.ndarray, ends: np.ndarray):
@@ -58,11 +61,10 @@ class TokenRows(Sequence[np.ndarray]):
         offsets = np.zeros(len(self) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
         out = np.ones(int(offsets[-1]), dtype=np.int32)
-        total = int(kept.sum())
-        if total:
-            # source and destination positions of the kept ids, row by row
-            row = np.repeat(np.arange(len(self), dtype=np.int64), kept)
-            within = np.arange(total, dtype=np.int64) - np.repeat(
-                np.cumsum(kept) - kept, kept)
-            out[offsets[:-1][row] + within] = lookup[self.flat[self.starts[row] + within]]
+        for a in range(0, len(self), CHUNK):  # a chunk's positions at once: 8 bytes a token
+            b = min(a + CHUNK, len(self))
+            n = kept[a:b]
+            row = np.repeat(np.arange(a, b, dtype=np.int64), n)
+            within = np.arange(len(row), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+            out[offsets[row] + within] = lookup[self.flat[self.starts[row] + within]]
         return TokenRows.from_offsets(out, offsets)

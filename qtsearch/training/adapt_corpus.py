@@ -159,6 +159,11 @@ def new_words(corpus: Corpus, vocab: Vocab, size: int, min_count: int) -> list[s
     return [w for w, _ in ranked[:size]]
 
 
+#: Sentences whose mean vectors are held at once while new words' contexts are summed: the
+#: vectors of a million sentences at once would be 1 GB.
+CONTEXT_CHUNK = 1 << 16
+
+
 def context_vectors(table: np.ndarray, vocab: Vocab, corpus: Corpus, words: list[str],
                     composed: np.ndarray | None = None) -> np.ndarray:
     """A start for each new word, read off the sentences it occurs in: its composed row
@@ -169,27 +174,35 @@ def context_vectors(table: np.ndarray, vocab: Vocab, corpus: Corpus, words: list
     text's mean."""
     from scipy.sparse import csr_matrix
 
-    n = len(corpus.sentences)
-    sentence = corpus.sentences.row_of_each()
-    ids = corpus.lookup(vocab)[corpus.sentences.flat]
-    known = ids > 1
-    lengths = np.bincount(sentence[known], minlength=n)
-    weights = np.repeat(1.0 / np.maximum(lengths, 1), lengths).astype(np.float32)
-    indptr = np.concatenate([[0], np.cumsum(lengths)])
-    means = csr_matrix((weights, ids[known].astype(np.int64), indptr),
-                       shape=(n, len(table))) @ table
-    means /= np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-8)
-    # which new word occurs in which sentence: once a sentence, however often it occurs there
+    known_id = corpus.lookup(vocab)
     position = {w: i for i, w in enumerate(words)}
     word_of_type = np.fromiter((position.get(t, -1) for t in corpus.types), dtype=np.int64,
                                count=len(corpus.types))
-    word = word_of_type[corpus.sentences.flat]
-    new = word >= 0
-    pairs = np.unique(word[new] * n + sentence[new])
-    occurs = csr_matrix((np.ones(len(pairs), dtype=np.float32), (pairs // n, pairs % n)),
-                        shape=(len(words), n))
-    counts = np.asarray(occurs.sum(axis=1)).ravel()
-    context = (occurs @ means) / np.maximum(counts, 1)[:, None] - means.mean(axis=0)
+    rows = corpus.sentences
+    summed = np.zeros((len(words), table.shape[1]), dtype=np.float32)
+    counts = np.zeros(len(words), dtype=np.int64)
+    total = np.zeros(table.shape[1], dtype=np.float64)
+    for a in range(0, len(rows), CONTEXT_CHUNK):
+        chunk = rows.take(np.arange(a, min(a + CONTEXT_CHUNK, len(rows))))
+        n = len(chunk)
+        sentence = chunk.row_of_each()
+        tokens = rows.flat[chunk.starts[0] : chunk.ends[-1]]
+        ids = known_id[tokens]
+        known = ids > 1
+        lengths = np.bincount(sentence[known], minlength=n)
+        weights = np.repeat(1.0 / np.maximum(lengths, 1), lengths).astype(np.float32)
+        means = csr_matrix((weights, ids[known], np.concatenate([[0], np.cumsum(lengths)])),
+                           shape=(n, len(table))) @ table
+        means /= np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-8)
+        total += means.sum(axis=0, dtype=np.float64)
+        # which new word occurs in which sentence: once a sentence, however often it occurs
+        word = word_of_type[tokens]
+        new = word >= 0
+        pairs = np.unique(word[new] * n + sentence[new])
+        counts += np.bincount(pairs // n, minlength=len(words))
+        summed += csr_matrix((np.ones(len(pairs), dtype=np.float32), (pairs // n, pairs % n)),
+                             shape=(len(words), n)) @ means
+    context = summed / np.maximum(counts, 1)[:, None] - (total / len(rows)).astype(np.float32)
     start = np.zeros_like(context) if composed is None else composed
     length = np.linalg.norm(start, axis=1, keepdims=True)
     length[length == 0] = float(np.median(np.linalg.norm(table[2:], axis=1)))

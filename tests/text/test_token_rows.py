@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from qtsearch.encoders.base import default_model_path
 from qtsearch.encoders.files import read_config, read_vocab
 from qtsearch.encoders.nn.folder import encoder_config
+from qtsearch.text import token_rows
 from qtsearch.text.token_rows import TokenRows
 from qtsearch.text.tokenizer import tokenize
 
@@ -24,7 +26,11 @@ def test_rows_and_subsets_are_views_of_one_array() -> None:
     assert rows.row_of_each().tolist() == [0, 0, 0, 2, 3, 3]
 
 
-def test_encoded_rows_are_what_the_vocabulary_encodes() -> None:
+@pytest.mark.parametrize("chunk", [3, 1 << 16])
+def test_encoded_rows_are_what_the_vocabulary_encodes(chunk: int,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """In one chunk of rows and in several."""
+    monkeypatch.setattr(token_rows, "CHUNK", chunk)
     folder = default_model_path()
     vocab = read_vocab(folder, encoder_config(read_config(folder)))
     types: dict[str, int] = {}
