@@ -10,7 +10,6 @@ searches at the same time need a lock of the caller's own.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -24,21 +23,16 @@ from qtsearch.index.index_folder import index_info
 from qtsearch.index.integrity import verify_and_record
 from qtsearch.index.manifest import Manifest
 from qtsearch.indexing.append import AddResult, add_to_index, manifest_read_options, split_option
-from qtsearch.indexing.build_config import IndexConfig
 from qtsearch.indexing.delete import DeleteResult, delete_from_index
-from qtsearch.indexing.pipeline import build_index
+from qtsearch.lifecycle.folders import build_folder
 from qtsearch.lifecycle.inputs import Source, corpus_files
 from qtsearch.search.defaults import TOP_K
 from qtsearch.search.fusion import SearchSettings
 from qtsearch.search.hits import Record, Results
 from qtsearch.search.rerank import Reranker
 from qtsearch.search.searcher import CONTEXT_WINDOW, QUERY_PRECISION, Searcher
-from qtsearch.text.records import RecordFields
 
 Where = Mapping[str, str | int]
-#: The options of `Index.build` beyond where the corpus is, the model and the folder.
-BUILD_OPTIONS = tuple(f.name for f in dataclasses.fields(IndexConfig)
-                      if f.name not in ("corpus", "model", "out"))
 
 
 class Index:
@@ -63,16 +57,7 @@ class Index:
         `options`: the fields of `IndexConfig` (index, split_sentences, fit, overwrite,
         input_format, ...), as `qtsearch build-index` takes them. `wait`: seconds to wait for
         another writer of the folder (None: as long as it takes)."""
-        unknown = sorted(set(options) - set(BUILD_OPTIONS))
-        if unknown:
-            raise UsageError(f"Index.build: unknown option {', '.join(unknown)}; the options "
-                             f"are {', '.join(BUILD_OPTIONS)}")
-        fields = RecordFields(options.get("id_field"), options.get("title_field"),
-                              options.get("text_field"))
-        with corpus_files(source, bool(options.get("split_sentences")), fields) as corpus:
-            config = IndexConfig(corpus=corpus, model=None if model is None else str(model),
-                                 out=os.fspath(path), **options)
-            build_index(config, reporter, wait=wait)
+        build_folder(source, path, model, reporter=reporter, wait=wait, **options)
         return cls.open(path, device=options.get("device", "auto"))
 
     @classmethod
