@@ -16,9 +16,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from qtsearch.core.errors import UsageError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import SentenceEncoder
+from qtsearch.index.backend import VectorBackend
 from qtsearch.index.index_folder import index_info
 from qtsearch.index.integrity import verify_and_record
 from qtsearch.index.manifest import Manifest
@@ -221,3 +224,22 @@ class Index:
 
     def __repr__(self) -> str:
         return f"Index({str(self.path)!r}: {self._searcher.describe()})"
+
+    # -- vectors ------------------------------------------------------------------------------
+
+    @property
+    def encoder(self) -> SentenceEncoder:
+        """The model the index was built with, as loaded for its queries."""
+        return self._searcher.encoder
+
+    def embed(self, queries: Sequence[str]) -> np.ndarray:
+        """The vectors a semantic search of `queries` ranks the stored ones by [n, dim]: the
+        model's, normalised and passed through the index's fitted transform."""
+        return self._searcher.embed(list(queries))
+
+    @property
+    def backend(self) -> VectorBackend:
+        """The vector search alone, behind the index seam (qtsearch.index.backend), with the
+        search parameters the index opened with: what a benchmark of index types or of GPU
+        search times beside the whole search. Its `set_params` changes every search's."""
+        return self._searcher.backend

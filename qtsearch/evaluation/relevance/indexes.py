@@ -78,6 +78,24 @@ def task_index(task: RelevanceTask, model: str | None, name: str, fingerprint: s
     return folder, True
 
 
+def open_task_index(task: RelevanceTask, encoder: Any, model: str | None, device: str = "auto",
+                    rebuild: bool = False,
+                    reporter: Reporter | None = None) -> tuple[Index, bool]:
+    """(the task's index opened with `encoder`, whether it was built now): `encoder` is
+    `model` loaded by `query_encoder`, so that each task's index opens without loading it again;
+    an index built now is checked row by row against the pool before any query."""
+    folder, built = task_index(task, model, encoder.name, encoder_key(encoder), device, rebuild,
+                               reporter)
+    index = Index.open(folder, model=encoder, device=device)
+    if built:
+        try:
+            check_rows(index, task)
+        except UnusableIndex:
+            index.close()
+            raise
+    return index, built
+
+
 def _usable(folder: Path, count: int) -> bool:
     try:
         return folder_manifest(folder).count == count

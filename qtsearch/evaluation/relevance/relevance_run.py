@@ -21,7 +21,7 @@ from typing import Any
 from qtsearch.core.errors import InputError, UsageError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.registry import load_encoder
-from qtsearch.evaluation.relevance.indexes import check_rows, encoder_key, task_index
+from qtsearch.evaluation.relevance.indexes import open_task_index
 from qtsearch.evaluation.relevance.tasks_base import (
     GROUP_ORDER,
     METRICS,
@@ -218,16 +218,14 @@ def run_benchmark(tasks: Sequence[RelevanceTask], systems: Sequence[System],
             name = encoder.name
             reporter.note(f"{task.name}: index of {len(task.pool):,} sentences, {name}")
             start = time.perf_counter()
-            folder, built = task_index(task, _model_arg(model), name, encoder_key(encoder),
-                                       device, rebuild, reporter)
-            manifest = folder_manifest(folder)
-            run.builds[f"{task.name}|{name}"] = {
-                "built": built, "seconds": round(time.perf_counter() - start, 2),
-                "sentences": manifest.count, "embed_seconds": manifest.stages["embed"],
-                "transform": manifest.fit}
-            with Index.open(folder, model=encoder, device=device) as index:
-                if built:
-                    check_rows(index, task)
+            index, built = open_task_index(task, encoder, _model_arg(model), device, rebuild,
+                                           reporter)
+            with index:
+                manifest = folder_manifest(index.path)
+                run.builds[f"{task.name}|{name}"] = {
+                    "built": built, "seconds": round(time.perf_counter() - start, 2),
+                    "sentences": manifest.count, "embed_seconds": manifest.stages["embed"],
+                    "transform": manifest.fit}
                 for s in chosen:
                     with reporter.stage(f"{task.name} · {s.label}", len(task.queries),
                                         keep=False) as bar:
