@@ -1,9 +1,9 @@
 """Which fitted transform and BM25 weight suit a model? Relevance MRR@10 per setting.
 
 For each relevance task (qtsearch.evaluation.relevance) and each `--fit`, the task's pool is
-built into an index with `Index.build` (`build-index`'s code path) and that fit, and queried
-through `Index.search` in semantic mode and in hybrid mode at each BM25 weight. What wins is what
-`train/ship_model.py --fit … --lexical-weight …` records in a model folder.
+built into an index with that fit as `Index.build` builds one (`build-index`'s code path), and
+queried through `Index.search` in semantic mode and in hybrid mode at each BM25 weight. What
+wins is what `train/ship_model.py --fit … --lexical-weight …` records in a model folder.
 
     python benchmarks/search_settings.py MODEL --fits centre whiten:256 \
         --tasks STSB-dev SICK MSRP --weights 0.2 0.3 0.4 0.6

@@ -22,6 +22,7 @@ from typing import Any
 from qtsearch.core.errors import QTSearchError, UnusableIndex
 from qtsearch.core.paths import cache_dir, code_key
 from qtsearch.core.progress import Reporter
+from qtsearch.encoders.base import SentenceEncoder
 from qtsearch.evaluation.relevance.tasks_base import RelevanceTask
 from qtsearch.lifecycle import Index
 from qtsearch.lifecycle.folders import build_folder, folder_manifest
@@ -78,8 +79,8 @@ def task_index(task: RelevanceTask, model: str | None, name: str, fingerprint: s
     return folder, True
 
 
-def open_task_index(task: RelevanceTask, encoder: Any, model: str | None, device: str = "auto",
-                    rebuild: bool = False,
+def open_task_index(task: RelevanceTask, encoder: SentenceEncoder, model: str | None,
+                    device: str = "auto", rebuild: bool = False,
                     reporter: Reporter | None = None) -> tuple[Index, bool]:
     """(the task's index opened with `encoder`, whether it was built now): `encoder` is
     `model` loaded by `query_encoder`, so that each task's index opens without loading it again;
