@@ -1,7 +1,8 @@
 """The layout the *Layout* section of docs/architecture.md describes, checked on the source:
 every room is in it, rooms follow the data flow, no module imports itself back through others,
 only app/ parses argv or draws, commands stay apart, faiss stays behind the index seam,
-modules stay small, and the tests mirror the rooms."""
+modules stay small, the tests mirror the rooms, and the benchmarks and the bench runners reach
+the engine through the facade."""
 
 from __future__ import annotations
 
