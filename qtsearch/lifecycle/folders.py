@@ -4,8 +4,8 @@ model load each.
 
 `build_folder` builds as `Index.build` does and leaves the index closed: a runner opens it
 afterwards with an encoder it already holds (`query_encoder`, loaded once as `Index.open`
-loads one). `folder_manifest` and `folder_info` read a folder as `Index.info` describes it,
-so that a cached build is checked, and a build's figures read, without a model.
+loads one). `folder_manifest` reads a folder's manifest as `Index.info` shows it, so that a
+cached build is checked, and a build's figures read, without a model.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from qtsearch.core.errors import UsageError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import SentenceEncoder
 from qtsearch.encoders.registry import load_encoder
-from qtsearch.index.index_folder import folder_bytes, index_info
+from qtsearch.index.index_folder import folder_bytes
 from qtsearch.index.manifest import Manifest
 from qtsearch.indexing.build_config import IndexConfig
 from qtsearch.indexing.pipeline import BuildResult, build_index
@@ -29,8 +29,8 @@ from qtsearch.lifecycle.inputs import Source, corpus_files
 from qtsearch.search.searcher import QUERY_PRECISION
 from qtsearch.text.records import RecordFields
 
-__all__ = ["BUILD_OPTIONS", "build_folder", "build_seconds", "folder_bytes", "folder_info",
-           "folder_manifest", "query_encoder"]
+__all__ = ["BUILD_OPTIONS", "build_folder", "build_seconds", "folder_bytes", "folder_manifest",
+           "query_encoder"]
 
 #: The options of `Index.build` beyond where the corpus is, the model and the folder.
 BUILD_OPTIONS = tuple(f.name for f in dataclasses.fields(IndexConfig)
@@ -60,14 +60,9 @@ def folder_manifest(path: str | os.PathLike) -> Manifest:
     return Manifest.read(Path(path))
 
 
-def folder_info(path: str | os.PathLike) -> dict[str, Any]:
-    """What `Index.info` gives (`qtsearch info --json`), without loading the model."""
-    return index_info(Path(path))
-
-
 def build_seconds(manifest: Mapping[str, Any]) -> float:
-    """A build's own time from its manifest (`folder_info`): its stages, the index and
-    metadata ones counted once where they ran side by side."""
+    """A build's own time from its manifest (`folder_manifest(path).to_dict()`): its stages,
+    the index and metadata ones counted once where they ran side by side."""
     return total_seconds(manifest["stages"], manifest["build"]["parallel_stages"])
 
 
