@@ -22,8 +22,8 @@ from pathlib import Path
 
 from qtsearch.core.errors import InputError
 from qtsearch.evaluation.retrieval import beir
-from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.searcher import Searcher
+from qtsearch.lifecycle import Index
+from qtsearch.lifecycle.folders import build_folder
 
 
 def read_corpus(corpus: Path) -> tuple[list[str], list[str]]:
@@ -58,16 +58,16 @@ def score(folder: Path, split: str, model: str, work: Path) -> dict[str, float]:
         corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = work / f"{folder.name}-{Path(model).name}"
     t0 = time.perf_counter()
-    build_index(IndexConfig(corpus=[str(corpus)], model=None if model == "default" else model,
-                            out=str(out), index="flat", overwrite=True, device="cpu"))
+    build_folder(corpus, out, None if model == "default" else model, index="flat",
+                 overwrite=True, device="cpu")
     figures = {"build_s": time.perf_counter() - t0}
     qids = sorted(queries)
-    with Searcher.open(out, device="cpu") as index:
+    with Index.open(out, device="cpu") as index:
         for mode in ("semantic", "hybrid"):
             total = 0.0
             for q in qids:
                 try:
-                    hits = index.search(queries[q], k=10, mode=mode)[0]
+                    hits = index.search(queries[q], k=10, mode=mode)
                 except InputError:  # semantic search refuses a query of unknown words only
                     continue
                 total += ndcg10([ids[h.line - 1] for h in hits], qrels[q])

@@ -206,9 +206,7 @@ def main() -> None:
         ap.error(f"--keep {args.keep}: already exists; remove it or choose another folder")
 
     from qtsearch.core.errors import QTSearchError
-    from qtsearch.index import read_manifest
-    from qtsearch.index.index_folder import folder_bytes
-    from qtsearch.indexing.state import total_seconds
+    from qtsearch.lifecycle.folders import build_seconds, folder_bytes, folder_manifest
     from qtsearch.text.reader import read_sentences
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="qtsearch-bench-"))
@@ -234,7 +232,7 @@ def main() -> None:
             out = work / f"index-{n}"
             shutil.rmtree(out, ignore_errors=True)
             wall, rss, _, cpu = run_build(corpus, out, args)
-            m = read_manifest(out)
+            m = folder_manifest(out).to_dict()
             got = m["count"]
             st = m["stages"]
             index_bytes = (out / "index.faiss").stat().st_size
@@ -244,7 +242,7 @@ def main() -> None:
                    "load": os.getloadavg()[0],
                    "corpus": f"wikipedia:{n} shards" if args.wikipedia else "gutenberg",
                    **{f"{k}_s": v for k, v in st.items()},
-                   "total_s": total_seconds(st, m["build"]["parallel_stages"]),
+                   "total_s": build_seconds(m),
                    "index_type": m["index_type"],
                    "index_key": m["index_key"], "peak_rss": rss, "index_bytes": index_bytes,
                    "disk_bytes": folder_bytes(out), "rss_over_index": rss - index_bytes,

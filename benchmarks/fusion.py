@@ -3,7 +3,7 @@
 Each task of the relevance benchmark (qtsearch.evaluation.relevance: pool = all sentences of
 the split, queries = sentences with a paraphrase of gold >= 4) is built into an index with
 `build-index`'s code path (cached, shared with `qtsearch bench relevance`) and queried through
-`Searcher.search` in semantic and lexical mode, and in hybrid mode with each fusion: convex
+`Index.search` in semantic and lexical mode, and in hybrid mode with each fusion: convex
 (z-normalised BM25 and cosine over the union of both legs' top 50, BM25 weighted by --weights;
 a lexical-only candidate's cosine read from the index), convex-floor (the same, a missing
 cosine set to the leg's lowest instead) and rrf (reciprocal rank, k = 60). Prints MRR@10,
@@ -21,10 +21,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from qtsearch.core.paths import data_root
-from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
+from qtsearch.evaluation.relevance.indexes import open_task_index
 from qtsearch.evaluation.relevance.relevance_run import run_queries
 from qtsearch.evaluation.relevance.tasks_base import RelevanceConfig, load_tasks
-from qtsearch.search.searcher import QUERY_PRECISION, Searcher
+from qtsearch.lifecycle import Index
+from qtsearch.lifecycle.folders import query_encoder
 
 #: (label, mode, fusion, whether a lexical-only candidate's cosine is read from the index,
 #: the convex fusion's BM25 weight)
@@ -39,12 +40,12 @@ def systems(weights: tuple[float, ...] = WEIGHTS) -> list[tuple]:
             ("hybrid convex-floor w=0.6", "hybrid", "convex", False, 0.6)]
 
 
-def evaluate(index: Searcher, task, mode: str, fusion: str | None, exact_cosine: bool,
+def evaluate(index: Index, task, mode: str, fusion: str | None, exact_cosine: bool,
              weight: float | None) -> dict:
     settings = replace(index.settings, fusion=fusion or index.settings.fusion,
                        lexical_weight=index.settings.lexical_weight if weight is None else weight)
     reconstruct = index.backend.reconstruct
-    if not exact_cosine:
+    if not exact_cosine:  # convex-floor: a backend that keeps no vectors floors the cosine
         index.backend.reconstruct = lambda ids: None  # type: ignore[method-assign]
     try:
         return run_queries(index, task, mode, settings=settings)
@@ -61,16 +62,13 @@ def main() -> None:
     parser.add_argument("--weights", nargs="+", type=float, default=list(WEIGHTS),
                         help="BM25 weights of the convex fusion to compare.")
     args = parser.parse_args()
-    from qtsearch.encoders.registry import load_encoder
-
-    encoder = load_encoder(args.model, device="cpu", precision=QUERY_PRECISION)
+    encoder = query_encoder(args.model, device="cpu")
     tasks = load_tasks(RelevanceConfig(tasks=args.tasks), data_root())
     chosen = systems(tuple(args.weights))
     report: dict[str, dict[str, dict[str, float]]] = {}
     for task in tasks:
-        folder, _ = task_index(task, args.model, encoder.name, encoder_key(encoder),
-                               device="cpu")
-        with Searcher.open(folder, model=encoder, device="cpu") as index:
+        index, _ = open_task_index(task, encoder, args.model, device="cpu")
+        with index:
             report[task.name] = {label: evaluate(index, task, *how)
                                  for label, *how in chosen}
         print(f"\n{task.name}: {len(task.queries)} queries, pool {len(task.pool)}",

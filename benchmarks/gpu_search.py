@@ -1,11 +1,11 @@
 """Batched exact search of a flat index on the GPU, against the GPU's own limits.
 
-Opens the index with `Searcher.open(folder, device="cuda")` (the vectors go to the GPU in fp16),
-then times `gpu_search.search` for batches of stored vectors used as queries, and compares
-queries/s with the two ceilings of exact search: reading all vectors once per batch at the
-measured device memory bandwidth, and the fp16 matmul peak measured on the same GPU. Recall@k
-is against faiss-cpu exact search in fp32. Also the end-to-end latency of one sentence query
-(encoding + search + metadata) through the Python API.
+Opens the index with `Index.open(folder, device="cuda")` (the vectors go to the GPU in fp16),
+then times its GPU backend's exact search (qtsearch.index.gpu) for batches of stored vectors
+used as queries, and compares queries/s with the two ceilings of exact search: reading all
+vectors once per batch at the measured device memory bandwidth, and the fp16 matmul peak
+measured on the same GPU. Recall@k is against faiss-cpu exact search in fp32. Also the
+end-to-end latency of one sentence query (encoding + search + metadata) through the Python API.
 
     python benchmarks/gpu_search.py /path/to/flat_index_folder
 """
@@ -56,16 +56,16 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("gpu_search: needs a CUDA GPU")
 
+    from qtsearch import Index
+    from qtsearch.index.gpu import GpuFlatBackend
     from qtsearch.index.recall import recall_at_k
-    from qtsearch.search.searcher import Searcher
 
     t = time.perf_counter()
-    index = Searcher.open(args.index, device="cuda")
+    index = Index.open(args.index, device="cuda")
     open_s = time.perf_counter() - t
-    from qtsearch.index.gpu import GpuFlatBackend
-
     if not isinstance(index.backend, GpuFlatBackend):
-        raise SystemExit(f"gpu_search: {args.index} is a {index.index_type} index, not flat")
+        raise SystemExit(f"gpu_search: {args.index} is a {index.info()['index_type']} index, "
+                         "not flat")
     gpu, cpu = index.backend.flat, index.backend.base
     n, d = gpu.ntotal, gpu.dim
     rng = np.random.default_rng(0)

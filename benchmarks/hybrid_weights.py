@@ -1,7 +1,7 @@
 """Which BM25 weight should hybrid search give a model? Every test bed at once, each leg beside.
 
 Three kinds of index, each built with `build-index`'s code path (cached, shared with
-`qtsearch bench relevance` and `bench retrieval`) and searched through `Searcher.search`:
+`qtsearch bench relevance` and `bench retrieval`) and searched through `Index.search`:
 - answer sentences: SQuAD's development articles (questions find the sentence holding their
   answer; MRR@10), `--squad-questions` of them drawn at random;
 - paraphrases: the relevance benchmark's paraphrase tasks (STSB-train, STSB-dev, MSRP, SICK;
@@ -24,21 +24,20 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from qtsearch.core.paths import data_root
-from qtsearch.encoders.registry import load_encoder
-from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
+from qtsearch.evaluation.relevance.indexes import encoder_key, open_task_index
 from qtsearch.evaluation.relevance.relevance_run import run_queries as run_relevance
 from qtsearch.evaluation.relevance.tasks_base import RelevanceConfig, load_tasks
 from qtsearch.evaluation.retrieval import answer_retrieval, beir
 from qtsearch.evaluation.retrieval.retrieval_run import collection_index
 from qtsearch.evaluation.retrieval.retrieval_run import run_queries as run_retrieval
-from qtsearch.search.fusion import SearchSettings
-from qtsearch.search.searcher import QUERY_PRECISION, Searcher
+from qtsearch.lifecycle import Index, SearchSettings
+from qtsearch.lifecycle.folders import query_encoder
 
 PARAPHRASE = ("STSB-train", "STSB-dev", "MSRP", "SICK")
 BEIR = (("scifact", "train"), ("nfcorpus", "dev"))
 
 
-def sweep(index: Searcher, weights: list[float],
+def sweep(index: Index, weights: list[float],
           score: Callable[[str, SearchSettings | None], float],
           feedback: float | None = None) -> list[float]:
     """[semantic, lexical, hybrid at each weight] of one index; `feedback`: the semantic
@@ -73,7 +72,7 @@ def main() -> None:
     parser.add_argument("--skip", nargs="*", default=[], choices=["squad", "paraphrase", "beir"])
     args = parser.parse_args()
     root = data_root()
-    encoder = load_encoder(args.model, device="cpu", precision=QUERY_PRECISION)
+    encoder = query_encoder(args.model, device="cpu")
     fingerprint = encoder_key(encoder)
     weights = args.sentence_weights
     print(f"model: {args.model or 'default'}; *x*: hybrid below its better leg; feedback "
@@ -87,7 +86,7 @@ def main() -> None:
                                                                     len(coll.questions)))
         coll.questions = {q: coll.questions[q] for q in drawn}
         folder, _ = collection_index(coll, args.model, encoder.name, fingerprint)
-        with Searcher.open(folder, model=encoder, device="cpu") as index:
+        with Index.open(folder, model=encoder, device="cpu") as index:
             print(row(f"SQuAD dev ({len(drawn)} q, MRR@10)", sweep(
                 index, weights, lambda m, s: run_retrieval(index, coll, m, settings=s)["MRR@10"],
                 args.sentence_feedback)),
@@ -96,8 +95,8 @@ def main() -> None:
         config = RelevanceConfig(tasks=list(PARAPHRASE))
         means = [0.0] * (2 + len(weights))
         for task in load_tasks(config, root):
-            folder, _ = task_index(task, args.model, encoder.name, fingerprint)
-            with Searcher.open(folder, model=encoder, device="cpu") as index:
+            index, _ = open_task_index(task, encoder, args.model, device="cpu")
+            with index:
                 cells = sweep(index, weights,
                               lambda m, s, i=index, t=task:
                               run_relevance(i, t, m, settings=s)["MRR@10"],
@@ -114,7 +113,7 @@ def main() -> None:
         for name, split in BEIR:
             coll = beir.load(root / "beir" / name, split)
             folder, _ = collection_index(coll, args.model, encoder.name, fingerprint)
-            with Searcher.open(folder, model=encoder, device="cpu") as index:
+            with Index.open(folder, model=encoder, device="cpu") as index:
                 print(row(f"{name} {split} (nDCG@10)", sweep(
                     index, pw, lambda m, s, i=index, c=coll:
                     run_retrieval(i, c, m, settings=s)["nDCG@10"], args.passage_feedback)),

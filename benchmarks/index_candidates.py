@@ -62,10 +62,10 @@ def held_out_vectors(flat: Path, n_queries: int) -> np.ndarray:
     """Held-out sentences embedded as a query is (the index's model and transform)."""
     from query_latency import queries_after
 
-    from qtsearch.search.searcher import Searcher
+    from qtsearch import Index
 
     texts = queries_after(flat, n_queries)
-    with Searcher.open(flat, device="cpu") as idx:
+    with Index.open(flat, device="cpu") as idx:
         texts = [q for q in texts if idx.encoder.known_words(q) > 0]
         return np.ascontiguousarray(idx.embed(texts), dtype=np.float32)
 

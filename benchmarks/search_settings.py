@@ -1,9 +1,9 @@
 """Which fitted transform and BM25 weight suit a model? Relevance MRR@10 per setting.
 
 For each relevance task (qtsearch.evaluation.relevance) and each `--fit`, the task's pool is
-built into an index with `build-index`'s code path and that fit, and queried through
-`Searcher.search` in semantic mode and in hybrid mode at each BM25 weight. What wins is what
-`train/ship_model.py --fit … --lexical-weight …` records in a model folder.
+built into an index with that fit as `Index.build` builds one (`build-index`'s code path), and
+queried through `Index.search` in semantic mode and in hybrid mode at each BM25 weight. What
+wins is what `train/ship_model.py --fit … --lexical-weight …` records in a model folder.
 
     python benchmarks/search_settings.py MODEL --fits centre whiten:256 \
         --tasks STSB-dev SICK MSRP --weights 0.2 0.3 0.4 0.6
@@ -17,12 +17,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from qtsearch.core.paths import data_root
-from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation.relevance.indexes import pool_file
 from qtsearch.evaluation.relevance.relevance_run import run_queries
 from qtsearch.evaluation.relevance.tasks_base import RelevanceConfig, load_tasks
-from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.searcher import QUERY_PRECISION, Searcher
+from qtsearch.lifecycle import Index
+from qtsearch.lifecycle.folders import build_folder, query_encoder
 
 
 def main() -> None:
@@ -32,7 +31,7 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=["STSB-dev", "SICK", "MSRP"])
     parser.add_argument("--weights", nargs="+", type=float, default=[0.3, 0.6])
     args = parser.parse_args()
-    encoder = load_encoder(args.model, device="cpu", precision=QUERY_PRECISION)
+    encoder = query_encoder(args.model, device="cpu")
     print("| task | fit | semantic | " + " | ".join(f"hybrid w={w}" for w in args.weights)
           + " |")
     print("|---|---|---:|" + "---:|" * len(args.weights))
@@ -40,9 +39,8 @@ def main() -> None:
         for task in load_tasks(RelevanceConfig(tasks=args.tasks), data_root()):
             for fit in args.fits:
                 out = Path(tmp) / f"{task.name}-{fit.replace(':', '-')}"
-                build_index(IndexConfig(corpus=[str(pool_file(task))], model=args.model,
-                                        out=str(out), device="cpu", fit=fit))
-                with Searcher.open(out, model=encoder, device="cpu") as index:
+                build_folder(pool_file(task), out, args.model, device="cpu", fit=fit)
+                with Index.open(out, model=encoder, device="cpu") as index:
                     cells = [run_queries(index, task, "semantic")["MRR@10"]]
                     for w in args.weights:
                         weighted = replace(index.settings, lexical_weight=w)

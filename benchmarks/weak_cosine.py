@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qtsearch.search.searcher import Searcher
+from qtsearch import Index
 
 STS_DEV = Path(__file__).resolve().parents[2] / "shared/data/sts/stsbenchmark/sts-dev.csv"
 
@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=Path, default=STS_DEV)
     args = parser.parse_args()
     a, b, gold = pairs(args.pairs)
-    with Searcher.open(args.index, device="cpu") as idx:
+    with Index.open(args.index, device="cpu") as idx:
         report("index space", idx.embed(a), idx.embed(b), gold)
         report("raw model space", idx.encoder.encode(a, normalize=True),
                idx.encoder.encode(b, normalize=True), gold)

@@ -1,7 +1,8 @@
 """The layout the *Layout* section of docs/architecture.md describes, checked on the source:
 every room is in it, rooms follow the data flow, no module imports itself back through others,
 only app/ parses argv or draws, commands stay apart, faiss stays behind the index seam,
-modules stay small, and the tests mirror the rooms."""
+modules stay small, the tests mirror the rooms, and the benchmarks and the bench runners reach
+the engine through the facade."""
 
 from __future__ import annotations
 
@@ -248,3 +249,69 @@ def test_the_package_shows_only_its_api() -> None:
     for name in qtsearch.__all__:
         assert getattr(qtsearch, name) is not None, name
     assert not {"Any", "importlib", "annotations", "Encoder"} & set(dir(qtsearch))
+
+
+#: Where benchmarks/ and the evaluation runners may reach into the engine besides
+#: `qtsearch` and `qtsearch.lifecycle`: the CLI's search defaults, the settings value type, and
+#: the vector-backend seam (index types, GPU search).
+ENGINE_ROOMS = ("qtsearch.index", "qtsearch.indexing", "qtsearch.search")
+GENERAL_SEAMS = {"qtsearch.search.defaults", "qtsearch.index.backend"}
+#: Module → the names it may be imported for, not the whole module.
+VALUE_SEAMS = {"qtsearch.search.fusion": {"SearchSettings"}}
+#: Benchmarks whose subject is one engine component: that component and what measures it.
+BENCHMARK_SEAMS = {
+    # the fitted transform's recall, through the builder's own index stage
+    "benchmarks/fit_transform.py": {"qtsearch.index.transform", "qtsearch.index.faiss_backend",
+                                    "qtsearch.index.recall", "qtsearch.indexing.index_stage"},
+    # the GPU flat backend's batched search against the GPU's limits, recall against faiss-cpu
+    "benchmarks/gpu_search.py": {"qtsearch.index.gpu", "qtsearch.index.recall"},
+    # faiss index types the builder could choose, built and tuned as it builds them
+    "benchmarks/index_candidates.py": {"qtsearch.index.choose", "qtsearch.index.faiss_backend",
+                                       "qtsearch.index.recall"},
+    # BM25 implementations side by side, over the metadata store's texts
+    "benchmarks/lexical_engines.py": {"qtsearch.index.bm25", "qtsearch.index.store",
+                                      "qtsearch.search.lexical"},
+    # the lexical leg alone, as hybrid search runs it
+    "benchmarks/lexical_latency.py": {"qtsearch.index.store", "qtsearch.search.lexical"},
+    # recall of each index type against exact search; the types derived from one flat index
+    "benchmarks/query_latency.py": {"qtsearch.index.recall", "qtsearch.indexing.derive"},
+    # first_fetch: the passages a search of k ranks, the unit of the server's cost model
+    "benchmarks/request_cost.py": {"qtsearch.search.hits"},
+    # the builder's tokenising in threads and processes
+    "benchmarks/tokenise.py": {"qtsearch.indexing.tokens"},
+}
+
+
+def _engine_imports(text: str) -> Iterator[str]:
+    """Each engine module an import names (`from M import x` counts as M, or as M.x where x
+    is a module), leaving out the general seams and the value types they may be imported for."""
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            names = [(a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [(node.module, a.name) for a in node.names]
+        else:
+            continue
+        for module, name in names:
+            if module in ENGINE_ROOMS and name:  # `from qtsearch.index import bm25`
+                module = f"{module}.{name}"
+            if not module.startswith(ENGINE_ROOMS) or module in GENERAL_SEAMS:
+                continue
+            if name not in VALUE_SEAMS.get(module, ()):
+                yield module
+
+
+def test_benchmarks_and_runners_reach_the_engine_through_the_facade() -> None:
+    """What a benchmark or a runner measures is what a user runs: `qtsearch.Index`, not the
+    engine's parts, which a refactoring of the engine may change under it."""
+    root, evaluation = PACKAGE.parent, PACKAGE / "evaluation"
+    files = [*(root / "benchmarks").glob("*.py"), *(evaluation / "retrieval").glob("*.py"),
+             *(evaluation / "relevance").rglob("*.py")]
+    found = {str(p.relative_to(root)): set(_engine_imports(p.read_text(encoding="utf-8")))
+             for p in sorted(files)}
+    offenders = [f"{name} imports {module}" for name, modules in found.items()
+                 for module in sorted(modules - BENCHMARK_SEAMS.get(name, set()))]
+    assert not offenders, "\n".join(offenders)
+    stale = {name: sorted(allowed - found.get(name, set()))
+             for name, allowed in BENCHMARK_SEAMS.items() if allowed - found.get(name, set())}
+    assert not stale, f"BENCHMARK_SEAMS allows what is no longer imported: {stale}"

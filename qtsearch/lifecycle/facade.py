@@ -10,35 +10,32 @@ searches at the same time need a lock of the caller's own.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from qtsearch.core.errors import UsageError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import SentenceEncoder
+from qtsearch.index.backend import VectorBackend
 from qtsearch.index.index_folder import index_info
 from qtsearch.index.integrity import verify_and_record
 from qtsearch.index.manifest import Manifest
 from qtsearch.indexing.append import AddResult, add_to_index, manifest_read_options, split_option
-from qtsearch.indexing.build_config import IndexConfig
 from qtsearch.indexing.delete import DeleteResult, delete_from_index
-from qtsearch.indexing.pipeline import build_index
+from qtsearch.lifecycle.folders import build_folder
 from qtsearch.lifecycle.inputs import Source, corpus_files
 from qtsearch.search.defaults import TOP_K
 from qtsearch.search.fusion import SearchSettings
 from qtsearch.search.hits import Record, Results
 from qtsearch.search.rerank import Reranker
 from qtsearch.search.searcher import CONTEXT_WINDOW, QUERY_PRECISION, Searcher
-from qtsearch.text.records import RecordFields
 
 Where = Mapping[str, str | int]
-#: The options of `Index.build` beyond where the corpus is, the model and the folder.
-BUILD_OPTIONS = tuple(f.name for f in dataclasses.fields(IndexConfig)
-                      if f.name not in ("corpus", "model", "out"))
 
 
 class Index:
@@ -63,16 +60,7 @@ class Index:
         `options`: the fields of `IndexConfig` (index, split_sentences, fit, overwrite,
         input_format, ...), as `qtsearch build-index` takes them. `wait`: seconds to wait for
         another writer of the folder (None: as long as it takes)."""
-        unknown = sorted(set(options) - set(BUILD_OPTIONS))
-        if unknown:
-            raise UsageError(f"Index.build: unknown option {', '.join(unknown)}; the options "
-                             f"are {', '.join(BUILD_OPTIONS)}")
-        fields = RecordFields(options.get("id_field"), options.get("title_field"),
-                              options.get("text_field"))
-        with corpus_files(source, bool(options.get("split_sentences")), fields) as corpus:
-            config = IndexConfig(corpus=corpus, model=None if model is None else str(model),
-                                 out=os.fspath(path), **options)
-            build_index(config, reporter, wait=wait)
+        build_folder(source, path, model, reporter=reporter, wait=wait, **options)
         return cls.open(path, device=options.get("device", "auto"))
 
     @classmethod
@@ -236,3 +224,22 @@ class Index:
 
     def __repr__(self) -> str:
         return f"Index({str(self.path)!r}: {self._searcher.describe()})"
+
+    # -- vectors ------------------------------------------------------------------------------
+
+    @property
+    def encoder(self) -> SentenceEncoder:
+        """The model the index was built with, as loaded for its queries."""
+        return self._searcher.encoder
+
+    def embed(self, queries: Sequence[str]) -> np.ndarray:
+        """The vectors a semantic search of `queries` ranks the stored ones by [n, dim]: the
+        model's, normalised and passed through the index's fitted transform."""
+        return self._searcher.embed(list(queries))
+
+    @property
+    def backend(self) -> VectorBackend:
+        """The vector search alone, behind the index seam (qtsearch.index.backend), with the
+        search parameters the index opened with: what a benchmark of index types or of GPU
+        search times beside the whole search. Its `set_params` changes every search's."""
+        return self._searcher.backend

@@ -3,6 +3,9 @@ read them here, so that `qtsearch search --help` starts fast and shows what the 
 
 from __future__ import annotations
 
+#: The search modes of `Index.search(mode=...)` and `qtsearch search --mode`.
+MODES = ("hybrid", "semantic", "lexical")
+
 #: Results per query: `Index.search`, `qtsearch search -k`, the shell, the HTTP API.
 TOP_K = 10
 

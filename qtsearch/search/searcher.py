@@ -30,7 +30,7 @@ from qtsearch.index.manifest import Manifest
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
 from qtsearch.search.analogy import analogy
-from qtsearch.search.defaults import TOP_K
+from qtsearch.search.defaults import MODES, TOP_K
 from qtsearch.search.explain import Asked, basis_of, weak_cosine
 from qtsearch.search.filters import Filter, make_filter
 from qtsearch.search.fusion import (
@@ -48,7 +48,6 @@ from qtsearch.search.rerank import Reranker
 from qtsearch.search.words import composed_note, note_for, query_text, unknown_words, vocabulary
 
 log = logging.getLogger("qtsearch")
-MODES = ("hybrid", "semantic", "lexical")
 #: Queries are encoded one or a few at a time, where bf16 autocast costs more than it saves
 #: (docs/searching.md, "From Python").
 #: The vectors differ from bf16-built index vectors only at bf16's rounding: harmless for

@@ -25,6 +25,7 @@ from qtsearch.evaluation.relevance.tasks_base import (
     query_metrics,
     resolve_tasks,
 )
+from qtsearch.lifecycle import Index
 from qtsearch.search.searcher import MODES, Searcher
 
 
@@ -131,10 +132,11 @@ def test_metrics_equal_brute_force_on_a_small_pool(shared_data: Path) -> None:
     glove = load_encoder("glove")
     folder, built = task_index(task, "glove", glove.name, glove.fingerprint)
     assert built
-    with Searcher.open(folder) as index:
+    with Index.open(folder) as index:
         got = run_queries(index, task, "semantic")
-        stored = index.backend.reconstruct(np.arange(index.count))
-        queries = index.embed([task.pool[q.row] for q in task.queries])
+    with Searcher.open(folder) as searcher:  # the engine's own vectors, to rank by hand
+        stored = searcher.backend.reconstruct(np.arange(searcher.count))
+        queries = searcher.embed([task.pool[q.row] for q in task.queries])
     want = {m: [] for m in ("R@1", "R@10", "MRR@10", "P@10")}
     for q, vector in zip(task.queries, queries, strict=True):
         scores = stored @ vector
@@ -184,10 +186,11 @@ def test_a_changed_pool_is_caught(shared_data: Path) -> None:
 
     glove = load_encoder("glove")
     folder, _ = task_index(task, "glove", glove.name, glove.fingerprint)
-    check_rows(folder, task)
-    task.pool[3] = task.pool[3] + " changed"
-    with pytest.raises(UnusableIndex, match="differ from the STSB-dev pool"):
-        check_rows(folder, task)
+    with Index.open(folder, model=glove) as index:
+        check_rows(index, task)
+        task.pool[3] = task.pool[3] + " changed"
+        with pytest.raises(UnusableIndex, match="differ from the STSB-dev pool"):
+            check_rows(index, task)
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

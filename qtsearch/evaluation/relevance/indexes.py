@@ -1,5 +1,5 @@
 """The index a relevance task is searched through: its pool written as a one-sentence-per-line
-corpus and built with `build_index`, exactly as `qtsearch build-index POOL --model M` would.
+corpus and built as `Index.build` (and `qtsearch build-index POOL --model M`) would.
 
 Built indexes are cached under `$QTSEARCH_CACHE/relevance/` per task, pool and encoder
 fingerprint, and also per build code (a hash of the code that turns text into an index:
@@ -22,11 +22,10 @@ from typing import Any
 from qtsearch.core.errors import QTSearchError, UnusableIndex
 from qtsearch.core.paths import cache_dir, code_key
 from qtsearch.core.progress import Reporter
+from qtsearch.encoders.base import SentenceEncoder
 from qtsearch.evaluation.relevance.tasks_base import RelevanceTask
-from qtsearch.index.manifest import Manifest
-from qtsearch.index.names import META_FILE
-from qtsearch.index.store import MetadataStore
-from qtsearch.indexing.pipeline import IndexConfig, build_index
+from qtsearch.lifecycle import Index
+from qtsearch.lifecycle.folders import build_folder, folder_manifest
 
 #: The folders of qtsearch whose code decides an index's vectors and contents.
 BUILD_CODE = ("text", "encoders", "index", "indexing")
@@ -76,23 +75,37 @@ def task_index(task: RelevanceTask, model: str | None, name: str, fingerprint: s
     for old in folder.parent.glob(f"{stem}-*"):  # earlier builds of this task and model
         if old.name != folder.name and not old.name.endswith(".partial"):
             shutil.rmtree(old, ignore_errors=True)
-    build_index(IndexConfig(corpus=[str(corpus)], model=model, out=str(folder), device=device,
-                            overwrite=True), reporter=reporter)
-    check_rows(folder, task)
+    build_folder(corpus, folder, model, reporter=reporter, device=device, overwrite=True)
     return folder, True
+
+
+def open_task_index(task: RelevanceTask, encoder: SentenceEncoder, model: str | None,
+                    device: str = "auto", rebuild: bool = False,
+                    reporter: Reporter | None = None) -> tuple[Index, bool]:
+    """(the task's index opened with `encoder`, whether it was built now): `encoder` is
+    `model` loaded by `query_encoder`, so that each task's index opens without loading it again;
+    an index built now is checked row by row against the pool before any query."""
+    folder, built = task_index(task, model, encoder.name, encoder_key(encoder), device, rebuild,
+                               reporter)
+    index = Index.open(folder, model=encoder, device=device)
+    if built:
+        try:
+            check_rows(index, task)
+        except UnusableIndex:
+            index.close()
+            raise
+    return index, built
 
 
 def _usable(folder: Path, count: int) -> bool:
     try:
-        return Manifest.read(folder).count == count
+        return folder_manifest(folder).count == count
     except QTSearchError:
         return False
 
 
-def check_rows(folder: Path, task: RelevanceTask) -> None:
+def check_rows(index: Index, task: RelevanceTask) -> None:
     """Every index id must hold the pool sentence of the same row: the scores rely on it."""
-    with MetadataStore.open(folder / META_FILE, readonly=True) as store:
-        rows = store.get(list(range(store.count())))
-    if [rows[i]["text"] for i in range(len(rows))] != task.pool:
-        raise UnusableIndex(f"{folder}: the index rows differ from the {task.name} pool "
-                          "(the reader changed a sentence); delete the folder and rerun")
+    if [r.text for r in index.get(range(len(index)))] != task.pool:
+        raise UnusableIndex(f"{index.path}: the index rows differ from the {task.name} pool "
+                            "(the reader changed a sentence); delete the folder and rerun")

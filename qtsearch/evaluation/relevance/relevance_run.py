@@ -1,8 +1,8 @@
 """Systems side by side: for each task, one index per model, every chosen mode searched on it.
 
 A system is a model (the shipped one, a model folder, or an encoder name: glove, minilm,
-model2vec) and a search mode of `Searcher.search`, optionally with a re-ranker (`MODE+minilm`:
-the first RERANK_DEPTH hits re-scored, qtsearch.search.rerank; `MODE+minilm@10`: the first
+model2vec) and a search mode of `Index.search`, optionally with a re-ranker (`MODE+minilm`:
+the first RERANK_DEPTH hits re-scored, `qtsearch.Reranker`; `MODE+minilm@10`: the first
 10). Lexical mode (BM25 over the index's BM25 files) does not depend on the model, so it
 is one system, "BM25 (lexical)", searched on the first model's index.
 """
@@ -21,7 +21,7 @@ from typing import Any
 from qtsearch.core.errors import InputError, UsageError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.registry import load_encoder
-from qtsearch.evaluation.relevance.indexes import encoder_key, task_index
+from qtsearch.evaluation.relevance.indexes import open_task_index
 from qtsearch.evaluation.relevance.tasks_base import (
     GROUP_ORDER,
     METRICS,
@@ -31,16 +31,14 @@ from qtsearch.evaluation.relevance.tasks_base import (
     mean_metrics,
     query_metrics,
 )
-from qtsearch.index.manifest import Manifest
-from qtsearch.search.defaults import RERANK_DEPTH
-from qtsearch.search.fusion import SearchSettings
-from qtsearch.search.rerank import Reranker
-from qtsearch.search.searcher import MODES, QUERY_PRECISION, Searcher
+from qtsearch.lifecycle import Index, Reranker, SearchSettings
+from qtsearch.lifecycle.folders import folder_manifest, query_encoder
+from qtsearch.search.defaults import MODES, RERANK_DEPTH
 
 log = logging.getLogger("qtsearch")
 
 LEXICAL = "lexical"
-#: Queries per `Searcher.search` call.
+#: Queries per `Index.search_many` call.
 QUERY_BATCH = 256
 
 
@@ -158,7 +156,7 @@ class WarningCounter(logging.Filter):
             log.removeFilter(self)
 
 
-def run_queries(index: Searcher, task: RelevanceTask, mode: str,
+def run_queries(index: Index, task: RelevanceTask, mode: str,
                 advance: Callable[[int], None] | None = None,
                 rerank: Reranker | None = None,
                 settings: SearchSettings | None = None) -> dict[str, Any]:
@@ -170,7 +168,7 @@ def run_queries(index: Searcher, task: RelevanceTask, mode: str,
     return {**cell, "warnings": warnings.count, "warning_example": warnings.example}
 
 
-def _run_queries(index: Searcher, task: RelevanceTask, mode: str,
+def _run_queries(index: Index, task: RelevanceTask, mode: str,
                  advance: Callable[[int], None] | None,
                  rerank: Reranker | None, settings: SearchSettings | None) -> dict[str, float]:
     scores, failed = [], 0
@@ -179,12 +177,13 @@ def _run_queries(index: Searcher, task: RelevanceTask, mode: str,
         batch = task.queries[s : s + QUERY_BATCH]
         texts = [task.pool[q.row] for q in batch]
         try:
-            hits = index.search(texts, K + 1, mode, rerank=rerank, settings=settings)
+            hits = index.search_many(texts, K + 1, mode, rerank=rerank, settings=settings)
         except InputError:
             hits = []
             for text in texts:
                 try:
-                    hits += index.search([text], K + 1, mode, rerank=rerank, settings=settings)
+                    hits.append(index.search(text, K + 1, mode, rerank=rerank,
+                                             settings=settings))
                 except InputError:
                     hits.append([])
                     failed += 1
@@ -208,8 +207,7 @@ def run_benchmark(tasks: Sequence[RelevanceTask], systems: Sequence[System],
     by_model: dict[str, list[System]] = {}
     for s in systems:
         by_model.setdefault(lexical_on if s.mode == LEXICAL else s.model, []).append(s)
-    encoders = {m: load_encoder(_model_arg(m), device=device, precision=QUERY_PRECISION)
-                for m in by_model}  # loaded once, as `Searcher.open` would load them
+    encoders = {m: query_encoder(_model_arg(m), device) for m in by_model}  # one load each
     rerank_encoders = {s.rerank: load_encoder(s.rerank, device) for s in systems if s.rerank}
     rerankers = {(s.rerank, s.depth): Reranker(rerank_encoders[s.rerank], s.depth)
                  for s in systems if s.rerank}
@@ -220,14 +218,14 @@ def run_benchmark(tasks: Sequence[RelevanceTask], systems: Sequence[System],
             name = encoder.name
             reporter.note(f"{task.name}: index of {len(task.pool):,} sentences, {name}")
             start = time.perf_counter()
-            folder, built = task_index(task, _model_arg(model), name, encoder_key(encoder),
-                                       device, rebuild, reporter)
-            manifest = Manifest.read(folder)
-            run.builds[f"{task.name}|{name}"] = {
-                "built": built, "seconds": round(time.perf_counter() - start, 2),
-                "sentences": manifest.count, "embed_seconds": manifest.stages["embed"],
-                "transform": manifest.fit}
-            with Searcher.open(folder, model=encoder, device=device) as index:
+            index, built = open_task_index(task, encoder, _model_arg(model), device, rebuild,
+                                           reporter)
+            with index:
+                manifest = folder_manifest(index.path)
+                run.builds[f"{task.name}|{name}"] = {
+                    "built": built, "seconds": round(time.perf_counter() - start, 2),
+                    "sentences": manifest.count, "embed_seconds": manifest.stages["embed"],
+                    "transform": manifest.fit}
                 for s in chosen:
                     with reporter.stage(f"{task.name} · {s.label}", len(task.queries),
                                         keep=False) as bar:

@@ -17,7 +17,7 @@ from pathlib import Path
 from qtsearch.core.config import write_text_atomic
 from qtsearch.core.errors import InputError
 from qtsearch.core.paths import cache_dir
-from qtsearch.search.hits import Hit
+from qtsearch.lifecycle import Hit
 from qtsearch.text.datasets.qa import SquadQuestion, squad_questions
 
 METRICS = ("MRR@10", "R@1", "R@5")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from qtsearch.core.errors import InputError
 
 if TYPE_CHECKING:
-    from qtsearch.search.hits import Hit
+    from qtsearch.lifecycle import Hit
 
 #: Splits tried, in order, when none is named: the development splits come first, so that a
 #: default run never scores (and nobody tunes on) a collection's test queries by accident.

@@ -23,15 +23,11 @@ from typing import Any, Protocol
 from qtsearch.core.errors import InputError, QTSearchError
 from qtsearch.core.paths import cache_dir
 from qtsearch.core.progress import Reporter
-from qtsearch.encoders.registry import load_encoder
 from qtsearch.evaluation.relevance.indexes import build_code_key, encoder_key
 from qtsearch.evaluation.relevance.relevance_run import LEXICAL, System, WarningCounter
 from qtsearch.evaluation.retrieval import answer_retrieval, beir
-from qtsearch.index.manifest import Manifest, read_manifest
-from qtsearch.indexing.pipeline import IndexConfig, build_index
-from qtsearch.search.fusion import SearchSettings
-from qtsearch.search.hits import Hit
-from qtsearch.search.searcher import QUERY_PRECISION, Searcher
+from qtsearch.lifecycle import Hit, Index, SearchSettings
+from qtsearch.lifecycle.folders import build_folder, folder_manifest, query_encoder
 from qtsearch.text.records import PASSAGE_WORDS
 
 
@@ -98,17 +94,16 @@ def collection_index(coll: Collection, model: str | None, name: str, fingerprint
     folder = cache_dir("retrieval", "indexes") / f"{coll.name}-{name}-{digest}"
     if not rebuild:
         try:
-            read_manifest(folder)
+            folder_manifest(folder)
             return folder, False
         except QTSearchError:
             pass
-    build_index(IndexConfig(corpus=[str(coll.corpus)], model=model, out=str(folder),
-                            device=device, overwrite=True, input_format=coll.input_format,
-                            passage_words=passage_words), reporter=reporter)
+    build_folder(coll.corpus, folder, model, reporter=reporter, device=device, overwrite=True,
+                 input_format=coll.input_format, passage_words=passage_words)
     return folder, True
 
 
-def run_queries(index: Searcher, coll: Collection, mode: str,
+def run_queries(index: Index, coll: Collection, mode: str,
                 advance: Callable[[int], None] | None = None,
                 settings: SearchSettings | None = None) -> dict[str, float]:
     """Every query of the collection, searched one at a time as the collection asks (by
@@ -121,7 +116,7 @@ def run_queries(index: Searcher, coll: Collection, mode: str,
         for qid, text in coll.queries.items():
             start = time.perf_counter()
             try:
-                hits = index.search([text], coll.depth, mode, by=coll.by, settings=settings)[0]
+                hits = index.search(text, coll.depth, mode, by=coll.by, settings=settings)
             except InputError:
                 hits, failed = [], failed + 1
             times.append(time.perf_counter() - start)
@@ -145,8 +140,7 @@ def run_benchmark(collections: Sequence[Collection], systems: Sequence[System],
     by_model: dict[str, list[System]] = {}
     for s in systems:
         by_model.setdefault(lexical_on if s.mode == LEXICAL else s.model, []).append(s)
-    encoders = {m: load_encoder(_model_arg(m), device=device, precision=QUERY_PRECISION)
-                for m in by_model}
+    encoders = {m: query_encoder(_model_arg(m), device) for m in by_model}
     for coll in collections:
         run.results[coll.name] = {}
         for model, chosen in by_model.items():
@@ -155,11 +149,11 @@ def run_benchmark(collections: Sequence[Collection], systems: Sequence[System],
             folder, built = collection_index(coll, _model_arg(model), encoder.name,
                                              encoder_key(encoder), passage_words, device,
                                              rebuild, reporter)
-            manifest = Manifest.read(folder)
+            manifest = folder_manifest(folder)
             run.builds[f"{coll.name}|{encoder.name}"] = {
                 "built": built, "seconds": round(time.perf_counter() - start, 2),
                 "passages": manifest.count, "embed_seconds": manifest.stages["embed"]}
-            with Searcher.open(folder, model=encoder, device=device) as index:
+            with Index.open(folder, model=encoder, device=device) as index:
                 index.warm_up(wait=True)
                 for s in chosen:
                     with reporter.stage(f"{coll.name} · {s.label}", len(coll.queries),
