@@ -44,7 +44,7 @@ def main() -> None:
         SECONDS_PER_QUERY,
         SECONDS_PER_RERANKED_TEXT,
     )
-    from qtsearch.search.answers import answer_queries
+    from qtsearch.lifecycle.answers import answer_queries
     from qtsearch.search.hits import first_fetch
     from qtsearch.search.rerank import Reranker
     from qtsearch.search.searcher import Searcher

@@ -122,6 +122,40 @@ def test_faiss_only_behind_the_index_seam() -> None:
             assert not any(t.split(".")[0] == "faiss" for t in _imports(text)), path
 
 
+#: What app/ may import from index/, indexing/ and search/ other than through lifecycle/ (the
+#: facade and its modules), each a seam with a reason of its own.
+FACADE_SEAMS = (
+    # k and the re-ranking depth, numpy-free: the CLI's options show them in every --help
+    # without importing the engine, which lifecycle/ would
+    "qtsearch.search.defaults",
+)
+ENGINE_ROOMS = ("index", "indexing", "search")
+
+
+def _engine_imports(text: str) -> list[str]:
+    """The imports of index/, indexing/ or search/ in `text` that are not a seam."""
+    return [target for target in _imports(text)
+            if target.split(".")[0] == "qtsearch" and len(target.split(".")) > 1
+            and target.split(".")[1] in ENGINE_ROOMS
+            and not any(target == seam or target.startswith(seam + ".")
+                        for seam in FACADE_SEAMS)]
+
+
+def test_the_app_reaches_the_engine_through_the_facade() -> None:
+    """app/ is a user of the library like any other: it goes through `qtsearch.lifecycle`, so
+    the facade is the one API the CLI, shell and server share with Python users."""
+    # the check itself catches each way of naming the engine, and lets the seams through
+    assert _engine_imports("from qtsearch.search.searcher import Searcher\n"
+                           "import qtsearch.index.store\nfrom qtsearch import indexing\n"
+                           "def f():\n    from qtsearch.search import hits\n") == [
+        "qtsearch.search.searcher", "qtsearch.search.searcher.Searcher", "qtsearch.index.store",
+        "qtsearch.indexing", "qtsearch.search", "qtsearch.search.hits"]
+    assert _engine_imports("from qtsearch.search.defaults import TOP_K\n") == []
+    offenders = [f"{path.relative_to(PACKAGE)}: {target}" for path, text in _modules()
+                 if _room(path) == "app" for target in _engine_imports(text)]
+    assert not offenders, offenders
+
+
 def test_no_module_over_400_lines() -> None:
     for path, text in _modules():
         assert len(text.splitlines()) <= 400, path

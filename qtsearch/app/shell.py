@@ -21,12 +21,19 @@ from rich.table import Table
 from rich.text import Text
 
 from qtsearch.core.errors import QTSearchError, UsageError
+from qtsearch.lifecycle.querying import (
+    CONTEXT_WINDOW,
+    MODES,
+    UNITS,
+    Explainer,
+    Hit,
+    Record,
+    Reranker,
+    Results,
+    Searcher,
+    parse_where,
+)
 from qtsearch.search.defaults import RERANK_DEPTH, TOP_K
-from qtsearch.search.explain import Explainer
-from qtsearch.search.filters import parse_where
-from qtsearch.search.hits import UNITS, Results
-from qtsearch.search.rerank import Reranker
-from qtsearch.search.searcher import CONTEXT_WINDOW, MODES, Hit, Record, Searcher
 
 PROMPT = "qtsearch> "
 HISTORY_LENGTH = 2000

@@ -1,8 +1,8 @@
 """`Index`: one object for an index's whole life, what `qtsearch.Index` is.
 
-It builds (qtsearch.indexing.pipeline), appends (append), deletes (delete) and checks
-(qtsearch.index.integrity) through the same functions as the command line, and searches
-through the engine (qtsearch.search.searcher), so its results are the CLI's. A write replaces
+It builds, appends and deletes (qtsearch.lifecycle.writers) and checks (lifecycle.on_disk)
+through the same functions as the command line, and searches through the engine
+(qtsearch.search.searcher), so its results are the CLI's. A write replaces
 the index folder in one step; the engine it holds is then opened again on the new folder, so
 the next search sees the change. Searches may run from many threads at once; a write and
 searches at the same time need a lock of the caller's own.
@@ -15,25 +15,23 @@ import os
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qtsearch.core.errors import UsageError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import SentenceEncoder
-from qtsearch.index.index_folder import index_info
-from qtsearch.index.integrity import verify_and_record
-from qtsearch.index.manifest import Manifest
-from qtsearch.indexing.append import AddResult, add_to_index, manifest_read_options, split_option
-from qtsearch.indexing.build_config import IndexConfig
-from qtsearch.indexing.delete import DeleteResult, delete_from_index
-from qtsearch.indexing.pipeline import build_index
 from qtsearch.lifecycle.inputs import Source, corpus_files
+from qtsearch.lifecycle.on_disk import Manifest, check_folder, index_info
+from qtsearch.lifecycle.writers import IndexConfig
 from qtsearch.search.defaults import TOP_K
 from qtsearch.search.fusion import SearchSettings
 from qtsearch.search.hits import Record, Results
 from qtsearch.search.rerank import Reranker
 from qtsearch.search.searcher import CONTEXT_WINDOW, QUERY_PRECISION, Searcher
 from qtsearch.text.records import RecordFields
+
+if TYPE_CHECKING:  # the writers themselves are imported by the methods that write
+    from qtsearch.lifecycle.writers import AddResult, DeleteResult
 
 Where = Mapping[str, str | int]
 #: The options of `Index.build` beyond where the corpus is, the model and the folder.
@@ -63,6 +61,8 @@ class Index:
         `options`: the fields of `IndexConfig` (index, split_sentences, fit, overwrite,
         input_format, ...), as `qtsearch build-index` takes them. `wait`: seconds to wait for
         another writer of the folder (None: as long as it takes)."""
+        from qtsearch.lifecycle.writers import build_index
+
         unknown = sorted(set(options) - set(BUILD_OPTIONS))
         if unknown:
             raise UsageError(f"Index.build: unknown option {', '.join(unknown)}; the options "
@@ -123,6 +123,8 @@ class Index:
     def _add(self, source: Source, split_sentences: bool | None, input_format: str,
              allow_duplicates: bool, reporter: Reporter | None, wait: float | None,
              upsert: bool) -> AddResult:
+        from qtsearch.lifecycle.writers import add_to_index, manifest_read_options, split_option
+
         manifest = Manifest.read(self.path)
         split, _ = split_option(manifest, split_sentences)
         fields = manifest_read_options(manifest)["fields"]
@@ -139,6 +141,8 @@ class Index:
         """Delete the rows of the records `doc_ids` that match `where` (column → value, as in
         `search`; both given: both must hold); the next search no longer finds them. Nothing
         matched: the index is unchanged and `DeleteResult.note` says so."""
+        from qtsearch.lifecycle.writers import delete_from_index
+
         if isinstance(doc_ids, str):
             doc_ids = [doc_ids]
         condition = self._searcher.filter_for(where) if where else None
@@ -231,8 +235,7 @@ class Index:
         """What `qtsearch check` finds, one line a problem (empty: the index is whole): each
         file against its recorded sha256, and vectors, rows and the manifest's count. As
         `check` does, a whole index gets the times of files copied without them recorded."""
-        manifest = Manifest.read(self.path, hash_changed=False)
-        return verify_and_record(self.path, manifest.files, manifest.count)
+        return check_folder(self.path)[1]
 
     def __repr__(self) -> str:
         return f"Index({str(self.path)!r}: {self._searcher.describe()})"

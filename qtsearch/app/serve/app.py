@@ -1,6 +1,6 @@
 """The FastAPI application of `qtsearch serve`: the JSON API over one index and the page at `/`.
 
-Answers have the CLI's `--json` shapes, built by the same code (qtsearch.search.answers,
+Answers have the CLI's `--json` shapes, built by the same code (qtsearch.lifecycle.answers,
 `index_info`): /search and /analogy return what `qtsearch search --json` and `qtsearch analogy
 --json` print, /info what `qtsearch info --json` prints. Routes are plain functions, run in
 the server's thread pool: many requests share one `Searcher` at once (qtsearch.app.serve.served).
@@ -41,20 +41,16 @@ from qtsearch.app.shell import within
 from qtsearch.core.budget import SEARCH_ADVICE, Budget, spending
 from qtsearch.core.errors import InputError, QTSearchError, UsageError
 from qtsearch.core.version import __version__
-from qtsearch.index.index_folder import index_info
-from qtsearch.search.answers import (
+from qtsearch.lifecycle.answers import (
     Answer,
     answer_analogy,
     answer_ids,
     answer_json,
     answer_queries,
 )
+from qtsearch.lifecycle.on_disk import index_info
+from qtsearch.lifecycle.querying import Explainer, Record, Reranker, Searcher, parse_where
 from qtsearch.search.defaults import RERANK_DEPTH, TOP_K
-from qtsearch.search.explain import Explainer
-from qtsearch.search.filters import parse_where
-from qtsearch.search.hits import Record
-from qtsearch.search.rerank import Reranker
-from qtsearch.search.searcher import Searcher
 
 STATIC = Path(__file__).resolve().parent / "static"
 #: Seconds a 503 (busy) answer asks the client to wait before trying again.

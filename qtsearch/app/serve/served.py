@@ -9,7 +9,7 @@ as a new `Searcher` (with the same encoder, loaded once) that later requests get
 closed when its last request ends. So a query during an `add` is answered from the index as it
 was, and no request ever sees half of one. Adds are serialised: within the process by a lock,
 across processes (worker processes, `qtsearch add` beside the server) by the index's writer
-lock (qtsearch.index.lock).
+lock (taken by the writers, qtsearch.lifecycle.writers).
 """
 
 from __future__ import annotations
@@ -27,11 +27,9 @@ from typing import Any
 
 from qtsearch.core.errors import InputError, QTSearchError
 from qtsearch.encoders.neural import Encoder
-from qtsearch.index.manifest import Manifest
-from qtsearch.index.names import MANIFEST
-from qtsearch.indexing.append import add_to_index, split_option
-from qtsearch.indexing.delete import delete_from_index
-from qtsearch.search.searcher import Searcher
+from qtsearch.lifecycle.on_disk import MANIFEST, Manifest
+from qtsearch.lifecycle.querying import Searcher
+from qtsearch.lifecycle.writers import add_to_index, delete_from_index, split_option
 
 log = logging.getLogger("qtsearch")
 #: A posted text's file name: letters, digits and . _ - only (it is recorded as its source).

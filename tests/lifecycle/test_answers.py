@@ -1,4 +1,4 @@
-"""qtsearch.search.answers: many queries answered one by one (a bad query fails alone), the
+"""qtsearch.lifecycle.answers: many queries answered one by one (a bad query fails alone), the
 neighbours of stored rows, analogies, and the JSON shape, on a real index."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from conftest import GRID_SENTENCES
 
 from qtsearch.core.errors import InputError, UsageError
-from qtsearch.search.answers import answer_analogy, answer_ids, answer_json, answer_queries
+from qtsearch.lifecycle.answers import answer_analogy, answer_ids, answer_json, answer_queries
 from qtsearch.search.explain import Explainer
 from qtsearch.search.searcher import Searcher
 
