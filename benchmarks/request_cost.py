@@ -45,13 +45,13 @@ def main() -> None:
         SECONDS_PER_RERANKED_TEXT,
     )
     from qtsearch.lifecycle.answers import answer_queries
+    from qtsearch.lifecycle.facade import Index
     from qtsearch.search.hits import first_fetch
     from qtsearch.search.rerank import Reranker
-    from qtsearch.search.searcher import Searcher
 
     queries = json.loads(args.queries.read_text(encoding="utf-8"))[:args.n]
-    with Searcher.open(args.index, device="cpu") as idx:
-        depths = {k: first_fetch(k, "passage", idx.count) for k in (10, 1000)}
+    with Index.open(args.index, device="cpu") as idx:
+        depths = {k: first_fetch(k, "passage", len(idx)) for k in (10, 1000)}
         cost = {k: cpu_seconds(lambda k=k: answer_queries(idx, queries, k, None, {}, None,
                                                           "passage"), args.reps) / len(queries)
                 for k in depths}
@@ -61,10 +61,10 @@ def main() -> None:
                 ("passage of the first fetch", per_passage, SECONDS_PER_PASSAGE)]
         if args.rerank:
             reranker = Reranker(args.rerank, depth=30)
-            texts = [h.text for h in idx.search(queries[0], 30)[0]]
+            texts = [h.text for h in idx.search(queries[0], 30)]
             per_text = cpu_seconds(lambda: reranker.encoder.encode(texts), args.reps) / 30
             rows.append((f"text re-ranked ({args.rerank})", per_text, SECONDS_PER_RERANKED_TEXT))
-        print(f"{len(queries)} queries on {args.index} ({idx.count:,} rows), hybrid; CPU "
+        print(f"{len(queries)} queries on {args.index} ({len(idx):,} rows), hybrid; CPU "
               f"seconds of this process, median of {args.reps}")
     print()
     print("| unit | measured CPU ms | assumed by the server, ms |")

@@ -10,7 +10,6 @@ searches at the same time need a lock of the caller's own.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -18,25 +17,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qtsearch.core.errors import UsageError
-from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import SentenceEncoder
-from qtsearch.lifecycle.inputs import Source, corpus_files
-from qtsearch.lifecycle.on_disk import Manifest, check_folder, index_info
-from qtsearch.lifecycle.writers import IndexConfig
 from qtsearch.search.defaults import TOP_K
+from qtsearch.search.explain import Explainer
 from qtsearch.search.fusion import SearchSettings
 from qtsearch.search.hits import Record, Results
 from qtsearch.search.rerank import Reranker
 from qtsearch.search.searcher import CONTEXT_WINDOW, QUERY_PRECISION, Searcher
 from qtsearch.text.records import RecordFields
 
-if TYPE_CHECKING:  # the writers themselves are imported by the methods that write
+# what writes or reads the folder unopened is imported by the methods that do it, so that
+# opening an index for search loads no more than the engine
+if TYPE_CHECKING:
+    from qtsearch.core.progress import Reporter
+    from qtsearch.lifecycle.inputs import Source
     from qtsearch.lifecycle.writers import AddResult, DeleteResult
+    from qtsearch.search.filters import Filter
 
 Where = Mapping[str, str | int]
-#: The options of `Index.build` beyond where the corpus is, the model and the folder.
-BUILD_OPTIONS = tuple(f.name for f in dataclasses.fields(IndexConfig)
-                      if f.name not in ("corpus", "model", "out"))
 
 
 class Index:
@@ -61,7 +59,8 @@ class Index:
         `options`: the fields of `IndexConfig` (index, split_sentences, fit, overwrite,
         input_format, ...), as `qtsearch build-index` takes them. `wait`: seconds to wait for
         another writer of the folder (None: as long as it takes)."""
-        from qtsearch.lifecycle.writers import build_index
+        from qtsearch.lifecycle.inputs import corpus_files
+        from qtsearch.lifecycle.writers import BUILD_OPTIONS, IndexConfig, build_index
 
         unknown = sorted(set(options) - set(BUILD_OPTIONS))
         if unknown:
@@ -123,6 +122,8 @@ class Index:
     def _add(self, source: Source, split_sentences: bool | None, input_format: str,
              allow_duplicates: bool, reporter: Reporter | None, wait: float | None,
              upsert: bool) -> AddResult:
+        from qtsearch.lifecycle.inputs import corpus_files
+        from qtsearch.lifecycle.on_disk import Manifest
         from qtsearch.lifecycle.writers import add_to_index, manifest_read_options, split_option
 
         manifest = Manifest.read(self.path)
@@ -145,7 +146,7 @@ class Index:
 
         if isinstance(doc_ids, str):
             doc_ids = [doc_ids]
-        condition = self._searcher.filter_for(where) if where else None
+        condition = self.filter_for(where) if where else None
         result = delete_from_index(self.path, doc_ids, condition, wait=wait)
         if result.deleted:
             self._reopen()
@@ -201,6 +202,12 @@ class Index:
         """Stored sentences d with a : b :: c : d, by their vectors."""
         return self._searcher.analogy(a, b, c, k, exclude_inputs)
 
+    def explainer(self) -> Explainer:
+        """Why each hit of this index ranks where it does: `explainer().explain(query, hits)`,
+        one JSON-ready dict a hit (each leg's score and rank, the query's words it holds),
+        what `qtsearch search --explain` shows."""
+        return Explainer(self._searcher)
+
     def warm_up(self, wait: bool = False) -> None:
         """Load what the first queries would (a long-lived process calls this once)."""
         self._searcher.warm_up(wait)
@@ -223,19 +230,49 @@ class Index:
         leg's feedback and the candidates per leg, resolved for this index's model and rows."""
         return self._searcher.settings
 
+    @property
+    def encoder(self) -> Any:
+        """The model that encodes queries (pass it to `Index.open` to open the folder again
+        without loading it twice)."""
+        return self._searcher.encoder
+
+    @property
+    def weak_cosine(self) -> float | None:
+        """The model's weak-match threshold: a best cosine under it is a poor answer (None:
+        not calibrated for this model)."""
+        return self._searcher.weak_cosine
+
+    def resolve_mode(self, mode: str | None) -> str:
+        """`mode` as `search` runs it (None: `default_mode`); UsageError for an unknown mode
+        or one this index cannot run."""
+        return self._searcher.resolve_mode(mode)
+
+    def filter_for(self, where: Where | None) -> Filter:
+        """The rows `where` selects (as `search` and `delete` take it), checked against the
+        index's columns; UsageError for an unknown column or a bad value."""
+        return self._searcher.filter_for(where)
+
+    def describe(self) -> str:
+        """One line: the rows, the index type, the model and the search mode."""
+        return self._searcher.describe()
+
     def __len__(self) -> int:
         return self._searcher.count
 
     def info(self) -> dict[str, Any]:
         """What `qtsearch info --json` prints: the manifest (count, model, index type, input
         files, builds and writes), the folder and its size."""
+        from qtsearch.lifecycle.on_disk import index_info
+
         return index_info(self.path)
 
     def check(self) -> list[str]:
         """What `qtsearch check` finds, one line a problem (empty: the index is whole): each
         file against its recorded sha256, and vectors, rows and the manifest's count. As
         `check` does, a whole index gets the times of files copied without them recorded."""
+        from qtsearch.lifecycle.on_disk import check_folder
+
         return check_folder(self.path)[1]
 
     def __repr__(self) -> str:
-        return f"Index({str(self.path)!r}: {self._searcher.describe()})"
+        return f"Index({str(self.path)!r}: {self.describe()})"

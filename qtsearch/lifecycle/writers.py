@@ -9,6 +9,7 @@ search loads none of them.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +17,10 @@ from typing import TYPE_CHECKING
 from qtsearch.index.choose import FLAT_MAX, PARTITIONED, SQ8_MAX, WHITEN
 from qtsearch.indexing.build_config import IndexConfig
 from qtsearch.indexing.state import STAGES, total_seconds
+
+#: The options of `Index.build` beyond where the corpus is, the model and the folder.
+BUILD_OPTIONS = tuple(f.name for f in dataclasses.fields(IndexConfig)
+                      if f.name not in ("corpus", "model", "out"))
 
 if TYPE_CHECKING:
     from qtsearch.indexing.append import (
@@ -29,8 +34,8 @@ if TYPE_CHECKING:
     from qtsearch.indexing.ray_engine import RayOptions, build_on
     from qtsearch.search.filters import Filter
 
-__all__ = ["FLAT_MAX", "PARTITIONED", "SQ8_MAX", "STAGES", "WHITEN", "AddResult", "DeleteResult",
-           "IndexConfig", "RayOptions", "add_to_index", "build_index", "build_on",
+__all__ = ["BUILD_OPTIONS", "FLAT_MAX", "PARTITIONED", "SQ8_MAX", "STAGES", "WHITEN", "AddResult",
+           "DeleteResult", "IndexConfig", "RayOptions", "add_to_index", "build_index", "build_on",
            "delete_condition", "delete_from_index", "manifest_read_options", "split_option",
            "total_seconds"]
 

@@ -84,9 +84,9 @@ def _params(items: list[str] | None) -> dict[str, float]:
 
 
 def _open(index: Path, model: Path | None, device: str, param: list[str] | None):
-    from qtsearch.lifecycle.querying import Searcher  # faiss: only for the commands that query
+    from qtsearch.lifecycle.facade import Index  # faiss: only for the commands that query
 
-    return Searcher.open(index, model=model, device=device, params=_params(param))
+    return Index.open(index, model=model, device=device, params=_params(param))
 
 
 def _print(answers: list[Answer], as_json: bool, titles: list[str] | None = None,
@@ -159,7 +159,7 @@ def search(
     search time goes to stderr after the results (not with --json)."""
     k = old_k if old_k is not None else k
     from qtsearch.lifecycle.answers import answer_ids, answer_queries
-    from qtsearch.lifecycle.querying import Explainer, Reranker, parse_where
+    from qtsearch.lifecycle.querying import Reranker, parse_where
 
     if queries == ["-"]:
         queries = _read_stdin()
@@ -170,7 +170,7 @@ def search(
     if rerank:
         reranker = Reranker(rerank, rerank_depth, device)
     with _open(index, model, device, param) as idx:
-        explainer = Explainer(idx) if explain else None
+        explainer = idx.explainer() if explain else None
         started = time.perf_counter()
         if ids:
             as_ids = []
@@ -185,7 +185,7 @@ def search(
             from qtsearch.app.shell import within
 
             answers = answer_queries(idx, queries, k, mode, filters,
-                                     within(reranker, idx.count), by)
+                                     within(reranker, len(idx)), by)
             titles = None
         ms = (time.perf_counter() - started) * 1000
         # a failed query exits from _print with its one error line, and no time
