@@ -159,7 +159,7 @@ def search(
     search time goes to stderr after the results (not with --json)."""
     k = old_k if old_k is not None else k
     from qtsearch.lifecycle.answers import answer_ids, answer_queries
-    from qtsearch.lifecycle.querying import Reranker, parse_where
+    from qtsearch.lifecycle.querying import parse_where
 
     if queries == ["-"]:
         queries = _read_stdin()
@@ -168,6 +168,8 @@ def search(
         raise UsageError("--rerank re-scores hits of query sentences, not of --ids")
     reranker = None
     if rerank:
+        from qtsearch.lifecycle.querying import Reranker
+
         reranker = Reranker(rerank, rerank_depth, device)
     with _open(index, model, device, param) as idx:
         explainer = idx.explainer() if explain else None
