@@ -23,7 +23,7 @@ from pathlib import Path
 from qtsearch.core.errors import InputError
 from qtsearch.evaluation.retrieval import beir
 from qtsearch.lifecycle import Index
-from qtsearch.lifecycle.folders import build_folder
+from qtsearch.lifecycle.writers import build_folder
 
 
 def read_corpus(corpus: Path) -> tuple[list[str], list[str]]:

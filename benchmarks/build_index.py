@@ -206,7 +206,7 @@ def main() -> None:
         ap.error(f"--keep {args.keep}: already exists; remove it or choose another folder")
 
     from qtsearch.core.errors import QTSearchError
-    from qtsearch.lifecycle.folders import build_seconds, folder_bytes, folder_manifest
+    from qtsearch.lifecycle.on_disk import build_seconds, folder_bytes, folder_manifest
     from qtsearch.text.reader import read_sentences
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="qtsearch-bench-"))

@@ -25,7 +25,7 @@ from qtsearch.evaluation.relevance.indexes import open_task_index
 from qtsearch.evaluation.relevance.relevance_run import run_queries
 from qtsearch.evaluation.relevance.tasks_base import RelevanceConfig, load_tasks
 from qtsearch.lifecycle import Index
-from qtsearch.lifecycle.folders import query_encoder
+from qtsearch.lifecycle.querying import query_encoder
 
 #: (label, mode, fusion, whether a lexical-only candidate's cosine is read from the index,
 #: the convex fusion's BM25 weight)

@@ -31,7 +31,7 @@ from qtsearch.evaluation.retrieval import answer_retrieval, beir
 from qtsearch.evaluation.retrieval.retrieval_run import collection_index
 from qtsearch.evaluation.retrieval.retrieval_run import run_queries as run_retrieval
 from qtsearch.lifecycle import Index, SearchSettings
-from qtsearch.lifecycle.folders import query_encoder
+from qtsearch.lifecycle.querying import query_encoder
 
 PARAPHRASE = ("STSB-train", "STSB-dev", "MSRP", "SICK")
 BEIR = (("scifact", "train"), ("nfcorpus", "dev"))

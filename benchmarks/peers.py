@@ -146,7 +146,8 @@ def child_build(system: str, corpus: Path, out: Path, limit: int | None, model: 
     """Builds `system`'s index of `corpus` in `out`: its count, the model's load seconds and
     the build's (read, encode, index, write)."""
     if system == "qtsearch":
-        from qtsearch.lifecycle.folders import build_folder, build_seconds, folder_manifest
+        from qtsearch.lifecycle.on_disk import build_seconds, folder_manifest
+        from qtsearch.lifecycle.writers import build_folder
 
         t = time.perf_counter()
         build_folder(corpus, out, overwrite=True)  # not opened: the queries run in their child
@@ -346,7 +347,7 @@ def draw_chart(rows: list[dict], path: Path, note: str) -> None:
 
 
 def parent(args: argparse.Namespace) -> None:
-    from qtsearch.lifecycle.folders import folder_bytes
+    from qtsearch.lifecycle.on_disk import folder_bytes
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="qtsearch-peers-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """Query latency and recall of every index type on N Gutenberg sentences, or on Wikipedia.
 
 The corpus is embedded once: a flat index (exact search, the reference) is built by the real
-builder (`qtsearch.lifecycle.folders.build_folder`, the code path of `Index.build` and of
+builder (`qtsearch.lifecycle.writers.build_folder`, the code path of `Index.build` and of
 `qtsearch build-index`) from the first N sentences of the shared Gutenberg books, one per line,
 a blank line between books, or taken as it is with `--from-index DIR` (e.g. the 1M flat index
 `build_index.py --keep` leaves). The other types (sq8, ivf-pq, hnsw) are derived from its
@@ -151,7 +151,7 @@ def build_flat(corpus: list[Path], model: str, out: Path, n: int | None) -> dict
     holds); returns its manifest."""
     from qtsearch.app.progress_bars import RichReporter
     from qtsearch.encoders.registry import load_encoder
-    from qtsearch.lifecycle.folders import build_folder
+    from qtsearch.lifecycle.writers import build_folder
 
     manifest_path = out / "manifest.json"
     if manifest_path.is_file():
@@ -359,7 +359,7 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     if args.from_index:
         from qtsearch.core.errors import QTSearchError
-        from qtsearch.lifecycle.folders import folder_manifest
+        from qtsearch.lifecycle.on_disk import folder_manifest
 
         flat = args.from_index
         try:

@@ -93,7 +93,7 @@ def main() -> None:
     ap.add_argument("--workdir", default=None, help="where the indexes go (a temp dir)")
     args = ap.parse_args()
 
-    from qtsearch.lifecycle.folders import folder_manifest
+    from qtsearch.lifecycle.on_disk import folder_manifest
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="qtsearch-ray-bench-"))
     corpus = wikipedia_shards(args.wikipedia)

@@ -59,7 +59,7 @@ def main() -> None:
         SECONDS_PER_QUERY,
         SECONDS_PER_RERANKED_TEXT,
     )
-    from qtsearch.search.hits import first_fetch
+    from qtsearch.lifecycle.querying import first_fetch
 
     queries = json.loads(args.queries.read_text(encoding="utf-8"))[:args.n]
     with Index.open(args.index, device="cpu") as idx:

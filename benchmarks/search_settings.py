@@ -21,7 +21,8 @@ from qtsearch.evaluation.relevance.indexes import pool_file
 from qtsearch.evaluation.relevance.relevance_run import run_queries
 from qtsearch.evaluation.relevance.tasks_base import RelevanceConfig, load_tasks
 from qtsearch.lifecycle import Index
-from qtsearch.lifecycle.folders import build_folder, query_encoder
+from qtsearch.lifecycle.querying import query_encoder
+from qtsearch.lifecycle.writers import build_folder
 
 
 def main() -> None:

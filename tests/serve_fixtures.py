@@ -67,10 +67,10 @@ def serving(index: Path, token: Path | None = None, warm_up: bool = False,
 def _warmed(config: Any) -> Any:
     """The served index of `config`, its warm-up finished before it answers."""
     from qtsearch.app.serve.served import ServedIndex
-    from qtsearch.search.searcher import Searcher
+    from qtsearch.lifecycle.facade import Index
 
-    def open_index(encoder: Any) -> Searcher:
-        index = Searcher.open(config.index, model=encoder, device=config.device)
+    def open_index(encoder: Any) -> Index:
+        index = Index.open(config.index, model=encoder, device=config.device)
         index.warm_up(wait=True)
         return index
 

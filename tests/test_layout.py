@@ -123,6 +123,54 @@ def test_faiss_only_behind_the_index_seam() -> None:
             assert not any(t.split(".")[0] == "faiss" for t in _imports(text)), path
 
 
+ENGINE_ROOMS = ("qtsearch.index", "qtsearch.indexing", "qtsearch.search")
+#: What app/ may import from index/, indexing/ and search/ other than through lifecycle/ (the
+#: facade and its modules), each a seam with a reason of its own.
+FACADE_SEAMS = {
+    # k and the re-ranking depth, numpy-free: the CLI's options show them in every --help
+    # without importing the engine, which lifecycle/ would
+    "qtsearch.search.defaults",
+}
+
+
+def _engine_imports(text: str, seams: set[str],
+                    values: dict[str, set[str]] | None = None) -> Iterator[str]:
+    """Each engine module an import in `text` names (`from M import x` counts as M, or as M.x
+    where x is a module), leaving out the `seams` and the modules imported only for the names
+    `values` allows them for."""
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            names = [(a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [(node.module, a.name) for a in node.names]
+        else:
+            continue
+        for module, name in names:
+            if name and (module in ENGINE_ROOMS or f"{module}.{name}" in ENGINE_ROOMS):
+                module = f"{module}.{name}"  # `from qtsearch.index import bm25`, `… import index`
+            if not module.startswith(ENGINE_ROOMS) or module in seams:
+                continue
+            if name not in (values or {}).get(module, ()):
+                yield module
+
+
+def test_the_app_reaches_the_engine_through_the_facade() -> None:
+    """app/ is a user of the library like any other: it goes through `qtsearch.lifecycle`, so
+    the facade is the one API the CLI, shell and server share with Python users."""
+    # the check itself catches each way of naming the engine, and lets the seams through
+    assert list(_engine_imports("from qtsearch.search.searcher import Searcher\n"
+                                "import qtsearch.index.store\nfrom qtsearch import indexing\n"
+                                "def f():\n    from qtsearch.search import hits\n",
+                                FACADE_SEAMS)) == [
+        "qtsearch.search.searcher", "qtsearch.index.store", "qtsearch.indexing",
+        "qtsearch.search.hits"]
+    assert not list(_engine_imports("from qtsearch.search.defaults import TOP_K\n"
+                                    "from qtsearch import Index\n", FACADE_SEAMS))
+    offenders = [f"{path.relative_to(PACKAGE)}: {target}" for path, text in _modules()
+                 if _room(path) == "app" for target in _engine_imports(text, FACADE_SEAMS)]
+    assert not offenders, offenders
+
+
 def test_no_module_over_400_lines() -> None:
     for path, text in _modules():
         assert len(text.splitlines()) <= 400, path
@@ -252,10 +300,9 @@ def test_the_package_shows_only_its_api() -> None:
 
 
 #: Where benchmarks/ and the evaluation runners may reach into the engine besides
-#: `qtsearch` and `qtsearch.lifecycle`: the CLI's search defaults, the settings value type, and
-#: the vector-backend seam (index types, GPU search).
-ENGINE_ROOMS = ("qtsearch.index", "qtsearch.indexing", "qtsearch.search")
-GENERAL_SEAMS = {"qtsearch.search.defaults", "qtsearch.index.backend"}
+#: `qtsearch` and `qtsearch.lifecycle`: the app's seams, and the vector-backend seam (index
+#: types, GPU search).
+GENERAL_SEAMS = FACADE_SEAMS | {"qtsearch.index.backend"}
 #: Module → the names it may be imported for, not the whole module.
 VALUE_SEAMS = {"qtsearch.search.fusion": {"SearchSettings"}}
 #: Benchmarks whose subject is one engine component: that component and what measures it.
@@ -275,30 +322,9 @@ BENCHMARK_SEAMS = {
     "benchmarks/lexical_latency.py": {"qtsearch.index.store", "qtsearch.search.lexical"},
     # recall of each index type against exact search; the types derived from one flat index
     "benchmarks/query_latency.py": {"qtsearch.index.recall", "qtsearch.indexing.derive"},
-    # first_fetch: the passages a search of k ranks, the unit of the server's cost model
-    "benchmarks/request_cost.py": {"qtsearch.search.hits"},
     # the builder's tokenising in threads and processes
     "benchmarks/tokenise.py": {"qtsearch.indexing.tokens"},
 }
-
-
-def _engine_imports(text: str) -> Iterator[str]:
-    """Each engine module an import names (`from M import x` counts as M, or as M.x where x
-    is a module), leaving out the general seams and the value types they may be imported for."""
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Import):
-            names = [(a.name, None) for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [(node.module, a.name) for a in node.names]
-        else:
-            continue
-        for module, name in names:
-            if module in ENGINE_ROOMS and name:  # `from qtsearch.index import bm25`
-                module = f"{module}.{name}"
-            if not module.startswith(ENGINE_ROOMS) or module in GENERAL_SEAMS:
-                continue
-            if name not in VALUE_SEAMS.get(module, ()):
-                yield module
 
 
 def test_benchmarks_and_runners_reach_the_engine_through_the_facade() -> None:
@@ -307,7 +333,8 @@ def test_benchmarks_and_runners_reach_the_engine_through_the_facade() -> None:
     root, evaluation = PACKAGE.parent, PACKAGE / "evaluation"
     files = [*(root / "benchmarks").glob("*.py"), *(evaluation / "retrieval").glob("*.py"),
              *(evaluation / "relevance").rglob("*.py")]
-    found = {str(p.relative_to(root)): set(_engine_imports(p.read_text(encoding="utf-8")))
+    found = {str(p.relative_to(root)): set(_engine_imports(p.read_text(encoding="utf-8"),
+                                                           GENERAL_SEAMS, VALUE_SEAMS))
              for p in sorted(files)}
     offenders = [f"{name} imports {module}" for name, modules in found.items()
                  for module in sorted(modules - BENCHMARK_SEAMS.get(name, set()))]

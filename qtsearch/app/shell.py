@@ -14,19 +14,28 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from qtsearch.core.errors import QTSearchError, UsageError
+from qtsearch.lifecycle.querying import (
+    CONTEXT_WINDOW,
+    MODES,
+    UNITS,
+    Explainer,
+    Hit,
+    Record,
+    Reranker,
+    Results,
+    parse_where,
+)
 from qtsearch.search.defaults import RERANK_DEPTH, TOP_K
-from qtsearch.search.explain import Explainer
-from qtsearch.search.filters import parse_where
-from qtsearch.search.hits import UNITS, Results
-from qtsearch.search.rerank import Reranker
-from qtsearch.search.searcher import CONTEXT_WINDOW, MODES, Hit, Record, Searcher
+
+if TYPE_CHECKING:
+    from qtsearch.lifecycle.facade import Index
 
 PROMPT = "qtsearch> "
 HISTORY_LENGTH = 2000
@@ -189,7 +198,7 @@ class Shell:
     """Reads lines, runs them against `index`, prints tables. Errors print one line and the
     loop goes on; only Ctrl-D or :quit end it."""
 
-    def __init__(self, index: Searcher, k: int = TOP_K, console: Console | None = None):
+    def __init__(self, index: Index, k: int = TOP_K, console: Console | None = None):
         self.index = index
         self.k = k
         self.mode = index.default_mode
@@ -210,8 +219,8 @@ class Shell:
         if not line:
             return True
         if not line.startswith(":"):
-            self._show(self.index.search([line], self.k, self.mode, self.where,
-                                         within(self.rerank, self.index.count), self.by)[0],
+            self._show(self.index.search(line, self.k, self.mode, self.where,
+                                         within(self.rerank, len(self.index)), self.by),
                        query=line)
             return True
         name, _, rest = line.partition(" ")
@@ -262,7 +271,7 @@ class Shell:
         elif name == ":explain":
             if rest:
                 raise UsageError("usage: :explain (toggles it)")
-            self.explainer = None if self.explainer else Explainer(self.index)
+            self.explainer = None if self.explainer else self.index.explainer()
             self.console.print(f"explain: {self._explain_text()}", highlight=False)
         elif name == ":where":
             if not rest:

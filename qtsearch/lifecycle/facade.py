@@ -1,8 +1,8 @@
 """`Index`: one object for an index's whole life, what `qtsearch.Index` is.
 
-It builds (qtsearch.indexing.pipeline), appends (append), deletes (delete) and checks
-(qtsearch.index.integrity) through the same functions as the command line, and searches
-through the engine (qtsearch.search.searcher), so its results are the CLI's. A write replaces
+It builds, appends and deletes (qtsearch.lifecycle.writers) and checks (lifecycle.on_disk)
+through the same functions as the command line, and searches through the engine
+(qtsearch.search.searcher), so its results are the CLI's. A write replaces
 the index folder in one step; the engine it holds is then opened again on the new folder, so
 the next search sees the change. Searches may run from many threads at once; a write and
 searches at the same time need a lock of the caller's own.
@@ -14,26 +14,27 @@ import os
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from qtsearch.core.errors import UsageError
-from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import SentenceEncoder
-from qtsearch.index.backend import VectorBackend
-from qtsearch.index.index_folder import index_info
-from qtsearch.index.integrity import verify_and_record
-from qtsearch.index.manifest import Manifest
-from qtsearch.indexing.append import AddResult, add_to_index, manifest_read_options, split_option
-from qtsearch.indexing.delete import DeleteResult, delete_from_index
-from qtsearch.lifecycle.folders import build_folder
-from qtsearch.lifecycle.inputs import Source, corpus_files
 from qtsearch.search.defaults import TOP_K
+from qtsearch.search.explain import Explainer
 from qtsearch.search.fusion import SearchSettings
 from qtsearch.search.hits import Record, Results
 from qtsearch.search.rerank import Reranker
 from qtsearch.search.searcher import CONTEXT_WINDOW, QUERY_PRECISION, Searcher
+
+# what writes or reads the folder unopened is imported by the methods that do it, so that
+# opening an index for search loads no more than the engine
+if TYPE_CHECKING:
+    from qtsearch.core.progress import Reporter
+    from qtsearch.index.backend import VectorBackend
+    from qtsearch.lifecycle.inputs import Source
+    from qtsearch.lifecycle.writers import AddResult, DeleteResult
+    from qtsearch.search.filters import Filter
 
 Where = Mapping[str, str | int]
 
@@ -60,6 +61,8 @@ class Index:
         `options`: the fields of `IndexConfig` (index, split_sentences, fit, overwrite,
         input_format, ...), as `qtsearch build-index` takes them. `wait`: seconds to wait for
         another writer of the folder (None: as long as it takes)."""
+        from qtsearch.lifecycle.writers import build_folder
+
         build_folder(source, path, model, reporter=reporter, wait=wait, **options)
         return cls.open(path, device=options.get("device", "auto"))
 
@@ -111,6 +114,10 @@ class Index:
     def _add(self, source: Source, split_sentences: bool | None, input_format: str,
              allow_duplicates: bool, reporter: Reporter | None, wait: float | None,
              upsert: bool) -> AddResult:
+        from qtsearch.lifecycle.inputs import corpus_files
+        from qtsearch.lifecycle.on_disk import Manifest
+        from qtsearch.lifecycle.writers import add_to_index, manifest_read_options, split_option
+
         manifest = Manifest.read(self.path)
         split, _ = split_option(manifest, split_sentences)
         fields = manifest_read_options(manifest)["fields"]
@@ -127,9 +134,11 @@ class Index:
         """Delete the rows of the records `doc_ids` that match `where` (column → value, as in
         `search`; both given: both must hold); the next search no longer finds them. Nothing
         matched: the index is unchanged and `DeleteResult.note` says so."""
+        from qtsearch.lifecycle.writers import delete_from_index
+
         if isinstance(doc_ids, str):
             doc_ids = [doc_ids]
-        condition = self._searcher.filter_for(where) if where else None
+        condition = self.filter_for(where) if where else None
         result = delete_from_index(self.path, doc_ids, condition, wait=wait)
         if result.deleted:
             self._reopen()
@@ -185,6 +194,12 @@ class Index:
         """Stored sentences d with a : b :: c : d, by their vectors."""
         return self._searcher.analogy(a, b, c, k, exclude_inputs)
 
+    def explainer(self) -> Explainer:
+        """Why each hit of this index ranks where it does: `explainer().explain(query, hits)`,
+        one JSON-ready dict a hit (each leg's score and rank, the query's words it holds),
+        what `qtsearch search --explain` shows."""
+        return Explainer(self._searcher)
+
     def warm_up(self, wait: bool = False) -> None:
         """Load what the first queries would (a long-lived process calls this once)."""
         self._searcher.warm_up(wait)
@@ -207,29 +222,53 @@ class Index:
         leg's feedback and the candidates per leg, resolved for this index's model and rows."""
         return self._searcher.settings
 
+    @property
+    def weak_cosine(self) -> float | None:
+        """The model's weak-match threshold: a best cosine under it is a poor answer (None:
+        not calibrated for this model)."""
+        return self._searcher.weak_cosine
+
+    def resolve_mode(self, mode: str | None) -> str:
+        """`mode` as `search` runs it (None: `default_mode`); UsageError for an unknown mode
+        or one this index cannot run."""
+        return self._searcher.resolve_mode(mode)
+
+    def filter_for(self, where: Where | None) -> Filter:
+        """The rows `where` selects (as `search` and `delete` take it), checked against the
+        index's columns; UsageError for an unknown column or a bad value."""
+        return self._searcher.filter_for(where)
+
+    def describe(self) -> str:
+        """One line: the rows, the index type, the model and the search mode."""
+        return self._searcher.describe()
+
     def __len__(self) -> int:
         return self._searcher.count
 
     def info(self) -> dict[str, Any]:
         """What `qtsearch info --json` prints: the manifest (count, model, index type, input
         files, builds and writes), the folder and its size."""
+        from qtsearch.lifecycle.on_disk import index_info
+
         return index_info(self.path)
 
     def check(self) -> list[str]:
         """What `qtsearch check` finds, one line a problem (empty: the index is whole): each
         file against its recorded sha256, and vectors, rows and the manifest's count. As
         `check` does, a whole index gets the times of files copied without them recorded."""
-        manifest = Manifest.read(self.path, hash_changed=False)
-        return verify_and_record(self.path, manifest.files, manifest.count)
+        from qtsearch.lifecycle.on_disk import check_folder
+
+        return check_folder(self.path)[1]
 
     def __repr__(self) -> str:
-        return f"Index({str(self.path)!r}: {self._searcher.describe()})"
+        return f"Index({str(self.path)!r}: {self.describe()})"
 
     # -- vectors ------------------------------------------------------------------------------
 
     @property
     def encoder(self) -> SentenceEncoder:
-        """The model the index was built with, as loaded for its queries."""
+        """The model the index was built with, as loaded for its queries (pass it to
+        `Index.open` to open this or another folder of that model without loading it again)."""
         return self._searcher.encoder
 
     def embed(self, queries: Sequence[str]) -> np.ndarray:

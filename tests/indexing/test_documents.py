@@ -295,11 +295,12 @@ def test_the_shell_and_the_server_search_by_document(index: Path, records: list[
 
     from qtsearch.app.shell import Shell
     from qtsearch.core.errors import UsageError
+    from qtsearch.lifecycle.facade import Index
 
     # a document of several passages, each starting with its title
     title = next(r["title"] for r in records if len(r["text"].split()) > 450)
-    with Searcher.open(index) as idx:
-        want = [h.doc_id for h in idx.search(title, 5, by="doc")[0]]
+    with Index.open(index) as idx:
+        want = [h.doc_id for h in idx.search(title, 5, by="doc")]
         shown = {}
         for by in ("passage", "doc"):
             shell = Shell(idx, k=5, console=Console(file=io.StringIO(), width=1000))

@@ -146,16 +146,17 @@ def test_an_opened_index_reopens_the_same(index: qtsearch.Index) -> None:
 
 def test_the_facade_module_is_the_package_s_index(shipped_index: Path) -> None:
     from qtsearch.indexing.build_config import IndexConfig
-    from qtsearch.lifecycle import facade, folders
+    from qtsearch.lifecycle import facade
+    from qtsearch.lifecycle.writers import BUILD_OPTIONS
 
     assert qtsearch.Index is facade.Index
-    assert set(folders.BUILD_OPTIONS) == {f.name for f in dataclasses.fields(IndexConfig)} - {
+    assert set(BUILD_OPTIONS) == {f.name for f in dataclasses.fields(IndexConfig)} - {
         "corpus", "model", "out"}
-    assert {"index", "split_sentences", "fit", "overwrite"} <= set(folders.BUILD_OPTIONS)
+    assert {"index", "split_sentences", "fit", "overwrite"} <= set(BUILD_OPTIONS)
     with pytest.raises(UsageError) as e:
         facade.Index.build(["A text."], shipped_index.parent / "never", shards=3, bogus=1)
     assert str(e.value) == (f"Index.build: unknown option bogus, shards; the options are "
-                            f"{', '.join(folders.BUILD_OPTIONS)}")
+                            f"{', '.join(BUILD_OPTIONS)}")
     assert not (shipped_index.parent / "never").exists()
     with facade.Index.open(shipped_index) as index:
         assert repr(index).startswith(f"Index({str(shipped_index)!r}: ")

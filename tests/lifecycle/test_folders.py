@@ -1,5 +1,5 @@
-"""Index folders built and read without opening them (lifecycle.folders), and what `Index`
-gives the benchmarks of vectors and index types (encoder, embed, backend)."""
+"""Index folders built and read without opening them (lifecycle.writers, on_disk, querying),
+and what `Index` gives the benchmarks of vectors and index types (encoder, embed, backend)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,9 @@ import pytest
 
 import qtsearch
 from qtsearch.core.errors import QTSearchError, UsageError
-from qtsearch.lifecycle.folders import (
-    build_folder,
-    build_seconds,
-    folder_bytes,
-    folder_manifest,
-    query_encoder,
-)
+from qtsearch.lifecycle.on_disk import build_seconds, folder_bytes, folder_manifest
+from qtsearch.lifecycle.querying import query_encoder
+from qtsearch.lifecycle.writers import build_folder
 
 TEXTS = ["The cat slept by the warm fire.", "A farmer walked to the market in the rain.",
          "My sister read a long letter from home.", "The doctor mended the broken fence."]

@@ -17,11 +17,9 @@ def check(index: Path = typer.Argument(..., help="An index folder made by build-
     it is whole.
     Files found whole whose modification time changed (a copy that did not keep the times)
     have their times recorded, so that opening the index no longer hashes them."""
-    from qtsearch.index.integrity import counts, damaged, verify_and_record
-    from qtsearch.index.manifest import Manifest
+    from qtsearch.lifecycle.on_disk import check_folder, counts, damaged
 
-    manifest = Manifest.read(index, hash_changed=False)
-    problems = verify_and_record(index, manifest.files, manifest.count)
+    manifest, problems = check_folder(index)
     if problems:
         raise DamagedIndex(damaged(index, problems))
     files = manifest.files

@@ -28,18 +28,9 @@ def delete_cmd(
     The index is rewritten on a copy that replaces it only when complete; vectors are not
     embedded again. Nothing matched: a note, the index unchanged, exit 0. Every row matched:
     refused (exit 2), an index is never empty."""
-    from qtsearch.index.manifest import read_manifest
-    from qtsearch.index.names import META_FILE
-    from qtsearch.index.store import MetadataStore
-    from qtsearch.indexing.delete import delete_from_index
-    from qtsearch.search.filters import make_filter, parse_where
+    from qtsearch.lifecycle.writers import delete_condition, delete_from_index
 
-    condition = None
-    if where:
-        filters = parse_where(where)
-        read_manifest(index)  # a missing index: its own error, before the filter's
-        with MetadataStore.open(index / META_FILE) as store:
-            condition = make_filter(filters, store.columns())
+    condition = delete_condition(index, where) if where else None
     result = delete_from_index(
         index, doc_id or [], condition, wait=None if wait else 0.0,
         on_note=lambda line: err.print(line, highlight=False, soft_wrap=True))

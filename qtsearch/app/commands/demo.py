@@ -22,12 +22,12 @@ def demo(
     from qtsearch.app.demo import ANALOGY, ANALOGY_NOTE, QUERIES, ensure_demo_index
     from qtsearch.app.progress_bars import RichReporter
     from qtsearch.app.shell import show_hits
-    from qtsearch.search.searcher import Searcher
+    from qtsearch.lifecycle.facade import Index
 
     path = ensure_demo_index(out_dir, RichReporter(True, err))
-    index = Searcher.open(path, device="cpu")
-    err.print(f"[dim]index {path}: {counted(index.count, 'sentence')}[/dim]")
-    for query, hits in zip(QUERIES, index.search(QUERIES, k), strict=True):
+    index = Index.open(path, device="cpu")
+    err.print(f"[dim]index {path}: {counted(len(index), 'sentence')}[/dim]")
+    for query, hits in zip(QUERIES, index.search_many(QUERIES, k), strict=True):
         show_hits(out, hits, f"search: {query}")
     a, b, c = ANALOGY
     show_hits(out, index.analogy(a, b, c, k), f"analogy: {a} : {b} :: {c} : ?")

@@ -11,16 +11,22 @@ from rich.table import Table
 from qtsearch.app.commands.common import counted, err, out
 from qtsearch.app.progress_bars import RichReporter
 from qtsearch.core.errors import OutputError
-from qtsearch.index.choose import FLAT_MAX, PARTITIONED, SQ8_MAX, WHITEN
-from qtsearch.index.manifest import Manifest, read_manifest
-from qtsearch.index.names import META_FILE
-from qtsearch.indexing.build_config import IndexConfig
-from qtsearch.indexing.state import STAGES
+from qtsearch.lifecycle.on_disk import Manifest, read_manifest
+from qtsearch.lifecycle.writers import (
+    FLAT_MAX,
+    PARTITIONED,
+    SQ8_MAX,
+    STAGES,
+    WHITEN,
+    IndexConfig,
+    total_seconds,
+)
 from qtsearch.text.records import PASSAGE_WORDS
 
 # The builders (torch, faiss, numpy) are imported in the commands that run them, so
 # that `qtsearch --help` and every other command start without them. Defaults come from
-# IndexConfig, which (like index.choose) imports none of them.
+# IndexConfig, which (like the rest of what lifecycle.writers imports eagerly) imports none of
+# them.
 
 BUILD_HELP = (
     "Turn a corpus into a searchable index (FAISS vectors + SQLite metadata).\n\n"
@@ -80,8 +86,6 @@ def summary_table(manifest: Manifest, bytes_on_disk: int, resumed: bool = False)
     """Time per stage and throughput of a finished build. The caption is one phrase a line,
     and the table at least as wide as the longest, so no phrase is ever cut in two; after a
     resumed build the times (and the total) include the earlier, interrupted runs."""
-    from qtsearch.indexing.state import total_seconds
-
     n = manifest.count
     phrases = [f"{manifest.index_type} ({manifest.index_key})",
                f"dim {manifest.dim}, fit {manifest.fit}", f"{_size(bytes_on_disk)} on disk"]
@@ -174,8 +178,7 @@ def build_index_cmd(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     verbose: bool = VERBOSE_OPT,
 ) -> None:
-    from qtsearch.indexing.pipeline import IndexConfig
-    from qtsearch.indexing.ray_engine import RayOptions, build_on
+    from qtsearch.lifecycle.writers import RayOptions, build_on
 
     verbosity(verbose)
     reporter = RichReporter(not quiet, err)
@@ -240,7 +243,7 @@ def add_cmd(
     """Append sentences to an existing index, embedded with the index's own model.
 
     The index is updated on a copy that replaces it only when complete."""
-    from qtsearch.indexing.append import add_to_index, split_option
+    from qtsearch.lifecycle.writers import add_to_index, split_option
 
     verbosity(verbose)
     manifest = Manifest.read(index)
@@ -267,13 +270,12 @@ def export_cmd(
 ) -> None:
     """Write an index's sentence metadata (id, text, source, line, doc, position; title, url,
     doc_id, section) to Parquet."""
-    from qtsearch.index.store import MetadataStore
+    from qtsearch.lifecycle.on_disk import export_metadata
 
     read_manifest(index)
     if file.exists() and not overwrite:
         raise OutputError(f"{file}: already exists (use --overwrite to replace it)")
-    with MetadataStore.open(index / META_FILE) as store:
-        n = store.to_parquet(file)
+    n = export_metadata(index, file)
     out.print(f"wrote {counted(n, 'row')} → {file}")
 
 

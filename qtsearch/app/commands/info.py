@@ -17,8 +17,8 @@ from rich.text import Text
 from qtsearch.app.commands.common import out, print_json
 from qtsearch.core.errors import ModelError, UsageError
 
-# qtsearch.encoders.nn.folder (torch) and qtsearch.index.index_folder (numpy, faiss) are imported
-# where used, so that the other commands start without them.
+# qtsearch.encoders.nn.folder (torch) and an index's info (index_info: numpy, faiss) are
+# imported where used, so that the other commands start without them.
 
 
 def model_info(path: Path) -> dict[str, Any]:
@@ -135,12 +135,12 @@ def info(
     """Summarise a model (validation, architecture, vocabulary, training data and steps) or an
     index (size, type, model, corpus); --json prints everything, file lists included."""
     from qtsearch.encoders.files import is_model_folder
-    from qtsearch.index.index_folder import index_info
+    from qtsearch.lifecycle.on_disk import index_info
 
     if path.is_file():
         raise ModelError(f"{path}: is a file, not a model folder or an index folder")
     if not path.exists():
-        from qtsearch.index.lock import restore_if_missing
+        from qtsearch.lifecycle.on_disk import restore_if_missing
 
         restore_if_missing(path)  # an index whose writer was killed mid-swap comes back
     if (path / "manifest.json").is_file():  # an index folder

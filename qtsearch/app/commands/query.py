@@ -21,8 +21,8 @@ from qtsearch.core.errors import InputError, UsageError
 from qtsearch.search.defaults import TOP_K
 
 if TYPE_CHECKING:  # the query layer is imported by the commands that run (it reads text files)
-    from qtsearch.search.answers import Answer
-    from qtsearch.search.explain import Explainer
+    from qtsearch.lifecycle.answers import Answer
+    from qtsearch.lifecycle.querying import Explainer
 
 INDEX_ARG = typer.Argument(..., help="Index folder (made by `qtsearch build-index`).")
 K_OPT = top_k_option(TOP_K, help="Results per query (clamped to the index size).")
@@ -84,11 +84,9 @@ def _params(items: list[str] | None) -> dict[str, float]:
 
 
 def _open(index: Path, model: Path | None, device: str, param: list[str] | None):
-    from qtsearch.search.searcher import (
-        Searcher,  # faiss and torch: only for the commands that query
-    )
+    from qtsearch.lifecycle.facade import Index  # faiss: only for the commands that query
 
-    return Searcher.open(index, model=model, device=device, params=_params(param))
+    return Index.open(index, model=model, device=device, params=_params(param))
 
 
 def _print(answers: list[Answer], as_json: bool, titles: list[str] | None = None,
@@ -96,7 +94,7 @@ def _print(answers: list[Answer], as_json: bool, titles: list[str] | None = None
     """One answer per query, in order: its hits (a table, hits under the `weak` cosine dimmed,
     or JSON with the query's note), or its error (one `qtsearch: error:` line on stderr; in
     JSON also its `error` field); with `explainer`, why each hit ranks where it does."""
-    from qtsearch.search.answers import answer_json
+    from qtsearch.lifecycle.answers import answer_json
 
     if as_json:
         print_json([answer_json(q, hits, e, explainer) for q, hits, e in answers])
@@ -160,8 +158,8 @@ def search(
     the model's weak-match threshold a `no good match` warning (its weak hits dimmed). The
     search time goes to stderr after the results (not with --json)."""
     k = old_k if old_k is not None else k
-    from qtsearch.search.answers import answer_ids, answer_queries
-    from qtsearch.search.filters import parse_where
+    from qtsearch.lifecycle.answers import answer_ids, answer_queries
+    from qtsearch.lifecycle.querying import parse_where
 
     if queries == ["-"]:
         queries = _read_stdin()
@@ -170,13 +168,11 @@ def search(
         raise UsageError("--rerank re-scores hits of query sentences, not of --ids")
     reranker = None
     if rerank:
-        from qtsearch.search.rerank import Reranker
+        from qtsearch.lifecycle.querying import Reranker
 
         reranker = Reranker(rerank, rerank_depth, device)
     with _open(index, model, device, param) as idx:
-        from qtsearch.search.explain import Explainer
-
-        explainer = Explainer(idx) if explain else None
+        explainer = idx.explainer() if explain else None
         started = time.perf_counter()
         if ids:
             as_ids = []
@@ -191,7 +187,7 @@ def search(
             from qtsearch.app.shell import within
 
             answers = answer_queries(idx, queries, k, mode, filters,
-                                     within(reranker, idx.count), by)
+                                     within(reranker, len(idx)), by)
             titles = None
         ms = (time.perf_counter() - started) * 1000
         # a failed query exits from _print with its one error line, and no time
@@ -228,7 +224,7 @@ def analogy(
     review: D are positive versions of C. A, B and C themselves are left out of the results
     unless --keep-inputs."""
     k = old_k if old_k is not None else k
-    from qtsearch.search.answers import answer_analogy
+    from qtsearch.lifecycle.answers import answer_analogy
 
     with _open(index, model, device, param) as idx:
         _print([answer_analogy(idx, a, b, c, k, keep_inputs)], as_json)

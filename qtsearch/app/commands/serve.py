@@ -79,7 +79,7 @@ def serve(
     from qtsearch.app.serve.app import CONFIG_ENV, ServeConfig, create_app, read_token
     from qtsearch.app.serve.guards import server_options
     from qtsearch.app.serve.request_limits import Limits
-    from qtsearch.index.manifest import read_manifest
+    from qtsearch.lifecycle.on_disk import read_manifest
 
     read_manifest(index)  # a missing or broken index fails here, in one line
     if token_file is not None:

@@ -10,7 +10,7 @@ from qtsearch.core.errors import QTSearchError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import default_model_path
 from qtsearch.encoders.files import fingerprint
-from qtsearch.indexing.pipeline import IndexConfig, build_index
+from qtsearch.lifecycle.writers import IndexConfig, build_index
 
 CORPUS = Path(__file__).parent / "wikitext2.txt.gz"
 

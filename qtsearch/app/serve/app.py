@@ -1,9 +1,9 @@
 """The FastAPI application of `qtsearch serve`: the JSON API over one index and the page at `/`.
 
-Answers have the CLI's `--json` shapes, built by the same code (qtsearch.search.answers,
+Answers have the CLI's `--json` shapes, built by the same code (qtsearch.lifecycle.answers,
 `index_info`): /search and /analogy return what `qtsearch search --json` and `qtsearch analogy
 --json` print, /info what `qtsearch info --json` prints. Routes are plain functions, run in
-the server's thread pool: many requests share one `Searcher` at once (qtsearch.app.serve.served).
+the server's thread pool: many requests share one `Index` at once (qtsearch.app.serve.served).
 """
 
 from __future__ import annotations
@@ -41,20 +41,17 @@ from qtsearch.app.shell import within
 from qtsearch.core.budget import SEARCH_ADVICE, Budget, spending
 from qtsearch.core.errors import InputError, QTSearchError, UsageError
 from qtsearch.core.version import __version__
-from qtsearch.index.index_folder import index_info
-from qtsearch.search.answers import (
+from qtsearch.lifecycle.answers import (
     Answer,
     answer_analogy,
     answer_ids,
     answer_json,
     answer_queries,
 )
+from qtsearch.lifecycle.facade import Index
+from qtsearch.lifecycle.on_disk import index_info
+from qtsearch.lifecycle.querying import Explainer, Record, Reranker, parse_where
 from qtsearch.search.defaults import RERANK_DEPTH, TOP_K
-from qtsearch.search.explain import Explainer
-from qtsearch.search.filters import parse_where
-from qtsearch.search.hits import Record
-from qtsearch.search.rerank import Reranker
-from qtsearch.search.searcher import Searcher
 
 STATIC = Path(__file__).resolve().parent / "static"
 #: Seconds a 503 (busy) answer asks the client to wait before trying again.
@@ -170,8 +167,8 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
             raise HTTPError(413, f"{len(queries)} queries × k {k} = {len(queries) * k:,} "
                                  f"results in one request: at most {limits.max_results:,}")
         with served.use() as idx, budget():
-            reranking = within(reranker, idx.count) if rerank else None
-            least = least_seconds(len(queries), k, by if not ids else "passage", idx.count,
+            reranking = within(reranker, len(idx)) if rerank else None
+            least = least_seconds(len(queries), k, by if not ids else "passage", len(idx),
                                   reranking.depth if reranking else 0)
             if least > limits.request_timeout:  # sure to run past its deadline: refuse now
                 raise HTTPError(413, f"{len(queries)} queries × k {k}"
@@ -180,7 +177,7 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
                                      f"{least:.1f} s of work, over the "
                                      f"{limits.request_timeout:g} s a request may take ("
                                      f"{SEARCH_ADVICE})")
-            explainer = Explainer(idx) if explain else None
+            explainer = idx.explainer() if explain else None
             if not ids:
                 return respond(answer_queries(idx, [str(q) for q in queries], k, mode, where,
                                               reranking, by), explainer)
@@ -280,8 +277,8 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
 def open_served(config: ServeConfig) -> ServedIndex:
     """The index of `config`, opened (and warming up in the background)."""
 
-    def open_index(encoder: Any) -> Searcher:
-        index = Searcher.open(config.index, model=encoder, device=config.device)
+    def open_index(encoder: Any) -> Index:
+        index = Index.open(config.index, model=encoder, device=config.device)
         if config.warm_up:
             index.warm_up()
         return index

@@ -75,7 +75,7 @@ def least_seconds(queries: int, k: int, by: str, count: int, rerank_depth: int =
     """The least work, in CPU seconds, of `queries` searches for `k` results `by` passage or
     document on an index of `count` rows, each re-ranking its first `rerank_depth` (0: none):
     its first fetch only, as a search that deepens it costs more."""
-    from qtsearch.search.hits import first_fetch
+    from qtsearch.lifecycle.querying import first_fetch
 
     reranked = rerank_depth + 1 if rerank_depth else 0  # the query's encoding too
     return queries * (SECONDS_PER_QUERY + first_fetch(k, by, count) * SECONDS_PER_PASSAGE

@@ -1,15 +1,15 @@
-"""The index a server answers from: one `Searcher` shared by every request thread, replaced whole
+"""The index a server answers from: one `Index` shared by every request thread, replaced whole
 when its folder changes on disk.
 
 `add` (here, in another worker process, or `qtsearch add` beside the server) builds the new
 index on a copy and renames it into place, so the folder on disk is always a whole index. Each
-request takes the current `Searcher` for its whole life (`use()`), one `stat` of the manifest
+request takes the current `Index` for its whole life (`use()`), one `stat` of the manifest
 tells whether the folder changed since that index was opened, and a changed folder is opened
-as a new `Searcher` (with the same encoder, loaded once) that later requests get; the old one is
+as a new `Index` (with the same encoder, loaded once) that later requests get; the old one is
 closed when its last request ends. So a query during an `add` is answered from the index as it
 was, and no request ever sees half of one. Adds are serialised: within the process by a lock,
 across processes (worker processes, `qtsearch add` beside the server) by the index's writer
-lock (qtsearch.index.lock).
+lock (taken by the writers, qtsearch.lifecycle.writers).
 """
 
 from __future__ import annotations
@@ -27,11 +27,9 @@ from typing import Any
 
 from qtsearch.core.errors import InputError, QTSearchError
 from qtsearch.encoders.neural import Encoder
-from qtsearch.index.manifest import Manifest
-from qtsearch.index.names import MANIFEST
-from qtsearch.indexing.append import add_to_index, split_option
-from qtsearch.indexing.delete import delete_from_index
-from qtsearch.search.searcher import Searcher
+from qtsearch.lifecycle.facade import Index
+from qtsearch.lifecycle.on_disk import MANIFEST, Manifest
+from qtsearch.lifecycle.writers import add_to_index, delete_from_index, split_option
 
 log = logging.getLogger("qtsearch")
 #: A posted text's file name: letters, digits and . _ - only (it is recorded as its source).
@@ -54,7 +52,7 @@ def _stamp(folder: Path) -> Stamp | None:
 
 @dataclass
 class _Entry:
-    index: Searcher
+    index: Index
     stamp: Stamp | None
     users: int = 0
     retired: bool = False
@@ -63,7 +61,7 @@ class _Entry:
 class ServedIndex:
     """An index folder opened for a server (see the module docstring)."""
 
-    def __init__(self, path: str | os.PathLike, open_index: Callable[[Encoder | None], Searcher],
+    def __init__(self, path: str | os.PathLike, open_index: Callable[[Encoder | None], Index],
                  device: str = "cpu"):
         """`open_index(encoder)` opens the folder (None: with its own model, loaded; later,
         the encoder already loaded) and warms it up if it should; `device` embeds adds."""
@@ -77,7 +75,7 @@ class ServedIndex:
         self._adding = threading.Lock()
 
     @contextlib.contextmanager
-    def use(self) -> Iterator[Searcher]:
+    def use(self) -> Iterator[Index]:
         """The current index, kept open for the caller until the block ends."""
         self.refresh()
         with self._lock:
@@ -98,14 +96,14 @@ class ServedIndex:
         entry = self._entry
         stamp = _stamp(self.path)
         # mid-swap (no manifest) the index opened before is the one every request gets
-        return entry.index.count if stamp is None or stamp == entry.stamp else None
+        return len(entry.index) if stamp is None or stamp == entry.stamp else None
 
     def fresh_count(self) -> int:
         """The sentence count of the folder as it is now (opened again if it changed,
         waiting for a reopening another thread began)."""
         self.refresh(wait=True)
         with self.use() as idx:
-            return idx.count
+            return len(idx)
 
     def refresh(self, wait: bool = False) -> None:
         """Open the folder again if it changed on disk. One thread reopens while the others go

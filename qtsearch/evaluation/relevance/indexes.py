@@ -25,7 +25,8 @@ from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import SentenceEncoder
 from qtsearch.evaluation.relevance.tasks_base import RelevanceTask
 from qtsearch.lifecycle import Index
-from qtsearch.lifecycle.folders import build_folder, folder_manifest
+from qtsearch.lifecycle.on_disk import folder_manifest
+from qtsearch.lifecycle.writers import build_folder
 
 #: The folders of qtsearch whose code decides an index's vectors and contents.
 BUILD_CODE = ("text", "encoders", "index", "indexing")

@@ -32,7 +32,8 @@ from qtsearch.evaluation.relevance.tasks_base import (
     query_metrics,
 )
 from qtsearch.lifecycle import Index, Reranker, SearchSettings
-from qtsearch.lifecycle.folders import folder_manifest, query_encoder
+from qtsearch.lifecycle.on_disk import folder_manifest
+from qtsearch.lifecycle.querying import query_encoder
 from qtsearch.search.defaults import MODES, RERANK_DEPTH
 
 log = logging.getLogger("qtsearch")

@@ -27,7 +27,9 @@ from qtsearch.evaluation.relevance.indexes import build_code_key, encoder_key
 from qtsearch.evaluation.relevance.relevance_run import LEXICAL, System, WarningCounter
 from qtsearch.evaluation.retrieval import answer_retrieval, beir
 from qtsearch.lifecycle import Hit, Index, SearchSettings
-from qtsearch.lifecycle.folders import build_folder, folder_manifest, query_encoder
+from qtsearch.lifecycle.on_disk import folder_manifest
+from qtsearch.lifecycle.querying import query_encoder
+from qtsearch.lifecycle.writers import build_folder
 from qtsearch.text.records import PASSAGE_WORDS
 
 

@@ -12,29 +12,29 @@ from qtsearch.core.errors import InputError, QTSearchError
 from qtsearch.search.hits import Results
 
 if TYPE_CHECKING:  # the CLI imports this module before it needs faiss and torch
+    from qtsearch.lifecycle.facade import Index
     from qtsearch.search.explain import Explainer
     from qtsearch.search.rerank import Reranker
-    from qtsearch.search.searcher import Searcher
 
 #: One query's answer: the query, its hits (None after an error) and its error (or None).
 Answer = tuple[str | int, Results | None, QTSearchError | None]
 
 
-def answer_queries(index: Searcher, queries: Sequence[str], k: int, mode: str | None = None,
+def answer_queries(index: Index, queries: Sequence[str], k: int, mode: str | None = None,
                    where: Mapping[str, str | int] | None = None,
                    rerank: Reranker | None = None, by: str = "passage") -> list[Answer]:
     """Each query searched on its own, so that one bad query fails alone (`by`: passages
-    or documents, as `Searcher.search`)."""
+    or documents, as `Index.search`)."""
     answers: list[Answer] = []
     for q in queries:
         try:
-            answers.append((q, index.search([q], k, mode, where, rerank, by)[0], None))
+            answers.append((q, index.search(q, k, mode, where, rerank, by), None))
         except InputError as e:  # this query's fault: answer the others
             answers.append((q, None, e))
     return answers
 
 
-def answer_ids(index: Searcher, ids: Sequence[int], k: int,
+def answer_ids(index: Index, ids: Sequence[int], k: int,
                where: Mapping[str, str | int] | None = None) -> list[Answer]:
     """The neighbours of stored sentences (each left out of its own list); an unknown id
     fails the whole request (InputError), as it names nothing to search for."""
@@ -42,7 +42,7 @@ def answer_ids(index: Searcher, ids: Sequence[int], k: int,
     return [(i, hits, None) for i, hits in zip(ids, results, strict=True)]
 
 
-def answer_analogy(index: Searcher, a: str, b: str, c: str, k: int,
+def answer_analogy(index: Index, a: str, b: str, c: str, k: int,
                    keep_inputs: bool = False) -> Answer:
     """Sentences D with A : B :: C : D, under the query "A : B :: C : ?"."""
     return (f"{a} : {b} :: {c} : ?", index.analogy(a, b, c, k, exclude_inputs=not keep_inputs),
