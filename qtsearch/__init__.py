@@ -10,9 +10,9 @@ The Python API: an index's whole life through `Index`, and the encoders.
 
 from __future__ import annotations
 
-import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
+from qtsearch.core.lazy_names import lazy_names as _lazy_names
 from qtsearch.core.version import __version__
 
 if _TYPE_CHECKING:
@@ -35,10 +35,7 @@ _LAZY = {"Index": "qtsearch.lifecycle.facade", "Hit": "qtsearch.search.hits",
          "SentenceEncoder": "qtsearch.encoders.base", "load_encoder": "qtsearch.encoders.registry"}
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(_importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'qtsearch' has no attribute {name!r}")
+__getattr__ = _lazy_names(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

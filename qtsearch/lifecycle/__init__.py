@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+from qtsearch.core.lazy_names import lazy_names as _lazy_names
 
 if _TYPE_CHECKING:
     from qtsearch.lifecycle.facade import Index
@@ -21,7 +22,4 @@ _LAZY = {"Index": "qtsearch.lifecycle.facade", "SearchSettings": "qtsearch.searc
          "Results": "qtsearch.search.hits", "Reranker": "qtsearch.search.rerank"}
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(_importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'qtsearch.lifecycle' has no attribute {name!r}")
+__getattr__ = _lazy_names(__name__, _LAZY)

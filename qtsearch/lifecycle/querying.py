@@ -8,10 +8,10 @@ imported on first use, so a malformed `--where` fails before they load.
 
 from __future__ import annotations
 
-import importlib
 import os
 from typing import TYPE_CHECKING
 
+from qtsearch.core.lazy_names import lazy_names
 from qtsearch.search.filters import parse_where
 from qtsearch.search.hits import UNITS, Hit, Record, Results, first_fetch
 
@@ -30,10 +30,7 @@ _LAZY = {"Explainer": "qtsearch.search.explain", "Reranker": "qtsearch.search.re
          "CONTEXT_WINDOW": "qtsearch.search.searcher", "MODES": "qtsearch.search.defaults"}
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)
 
 
 def query_encoder(model: str | os.PathLike | None = None,

@@ -10,12 +10,12 @@ search loads none of them.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qtsearch.core.errors import UsageError
+from qtsearch.core.lazy_names import lazy_names
 from qtsearch.index.choose import FLAT_MAX, PARTITIONED, SQ8_MAX, WHITEN
 from qtsearch.indexing.build_config import IndexConfig
 from qtsearch.indexing.state import STAGES, total_seconds
@@ -53,10 +53,7 @@ _LAZY = {"AddResult": "qtsearch.indexing.append", "add_to_index": "qtsearch.inde
          "RayOptions": "qtsearch.indexing.ray_engine", "build_on": "qtsearch.indexing.ray_engine"}
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)
 
 
 def delete_condition(index: Path, where: list[str]) -> Filter:
