@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,8 @@ from qtsearch.core.config import write_json_atomic
 from qtsearch.core.errors import DamagedIndex, UnusableIndex
 from qtsearch.core.version import __version__
 from qtsearch.index.names import MANIFEST
-from qtsearch.text.records import PASSAGE_WORDS
+from qtsearch.text.read_options import ReadOptions
+from qtsearch.text.records import PASSAGE_WORDS, RecordFields
 
 FORMAT = "qtsearch-index"
 VERSION = 1
@@ -196,6 +197,16 @@ class Manifest:
         """The manifest as read, unknown keys included: what a writer updates and writes back."""
         return dict(self.raw)
 
+    def read_options(self, split: bool | None = None) -> ReadOptions:
+        """How the index read its corpus (records' passages and fields, running text's
+        document unit, the input format), for `read_sentences`: `add` reads more text the same
+        way. `split` None: as the index was built (`split_option` says what `add` asks)."""
+        options = ReadOptions(self.split_sentences if split is None else split, docs=self.docs,
+                              passage_words=self.passage_words,
+                              fields=RecordFields(*self.record_fields))
+        # an index from before the format was recorded: the reader's own default
+        return options if self.input_format is None else replace(options, fmt=self.input_format)
+
     @property
     def fit(self) -> str:
         """The transform's spec, as `--fit` takes it ("none": the encoder's own vectors)."""
@@ -209,6 +220,14 @@ def write_manifest(index_dir: Path, data: dict[str, Any]) -> None:
     from qtsearch.index.integrity import FILES, record
 
     write_json_atomic(Path(index_dir) / MANIFEST, {**data, FILES: record(index_dir)})
+
+
+def read_options_fields(options: ReadOptions) -> dict[str, Any]:
+    """The keys of the manifest that record how a build read its corpus (what
+    `Manifest.read_options` gives back)."""
+    f = options.fields
+    return {"split_sentences": options.split, "input_format": options.fmt, "docs": options.docs,
+            "passage_words": options.passage_words, "record_fields": [f.id, f.title, f.text]}
 
 
 def now() -> str:

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +30,9 @@ from qtsearch.index.names import INDEX_FILE, META_FILE, PARQUET_FILE
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
 from qtsearch.indexing.delete import compact, held_files, keep_mask, matching_rows, whole_count
-from qtsearch.text.reader import (
-    ARTICLE_FIELDS,
-    check_format,
-    is_wikiextractor,
-    list_files,
-    read_sentences,
-)
-from qtsearch.text.records import RecordFields, is_records
+from qtsearch.text.read_options import ReadOptions, check_format
+from qtsearch.text.reader import ARTICLE_FIELDS, is_wikiextractor, list_files, read_sentences
+from qtsearch.text.records import is_records
 
 
 @dataclass
@@ -159,8 +154,7 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
                          f"{manifest.model.fingerprint}); rebuild the index")
     encoder = with_corpus_words(encoder, folder)  # as the build and the queries encode
     transform = VectorTransform.load(folder)  # the index holds vectors fitted at build time
-    read_options = {"split": split_sentences, "fmt": input_format,
-                    **manifest_read_options(manifest)}
+    read_options = replace(manifest.read_options(split_sentences), fmt=input_format)
     keep = _rows_kept(folder, files, read_options) if upsert else None
     replaced = 0 if keep is None else int((~keep).sum())
     corpus_before = manifest.corpus
@@ -176,7 +170,7 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
                                   f"{store.count():,} rows; rebuild the index")
             first_doc = store.max_doc() + 1
             n = start
-            sentences = read_sentences([str(f) for f in files], **read_options)
+            sentences = read_sentences([str(f) for f in files], options=read_options)
             with reporter or Reporter() as bars, bars.stage("add", None, "sentences") as adv:
                 for batch in chunks(sentences, chunk):
                     vectors = encoder.encode([b.text for b in batch], batch_size,
@@ -204,14 +198,14 @@ def _add(folder: Path, corpus: list[str], split_sentences: bool | None, device: 
                      replaced)
 
 
-def _rows_kept(folder: Path, files: list[Path], read_options: dict[str, Any]) -> np.ndarray:
+def _rows_kept(folder: Path, files: list[Path], read_options: ReadOptions) -> np.ndarray:
     """A mask over the rows of `folder`: false where the row's record id (doc_id) is one the
     new `files` hold again, the rows an upsert deletes. The files are read once more for
     their ids (cheap beside embedding them), without the reader's warnings: the add that
     follows reads them again and gives each warning once."""
     with _unwarned():
         ids = list(dict.fromkeys(s.doc_id for s in read_sentences([str(f) for f in files],
-                                                                  **read_options)
+                                                                  options=read_options)
                                  if s.doc_id))
     total = whole_count(folder)  # rows and vectors agree, or rows could not meet vectors
     with MetadataStore.open(folder / META_FILE) as store:
@@ -233,10 +227,3 @@ def _unwarned() -> Iterator[None]:
         yield
     finally:
         log.removeFilter(other_threads)
-
-
-def manifest_read_options(manifest: Manifest) -> dict[str, Any]:
-    """How the index read its documents (records' passages and fields, running text's
-    document unit), for `read_sentences`: `add` reads more text the same way."""
-    return {"docs": manifest.docs, "passage_words": manifest.passage_words,
-            "fields": RecordFields(*manifest.record_fields)}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from qtsearch.index.choose import DEFAULT_FIT
+from qtsearch.text.read_options import ReadOptions
 from qtsearch.text.records import PASSAGE_WORDS, RecordFields
 
 
@@ -27,19 +27,19 @@ class IndexConfig:
     batch_size: int = 512  # sentences per embedding batch
     overwrite: bool = False
     fit: str = DEFAULT_FIT  # auto | none | centre | abtt:D | whiten:K (index.transform)
-    input_format: str = "auto"  # auto | text | wikiextractor | records (text.reader.FORMATS)
-    docs: str = "file"  # running text: file | paragraph is one document (text.reader.DOC_UNITS)
+    input_format: str = "auto"  # auto | text | wikiextractor | records (read_options.FORMATS)
+    docs: str = "file"  # running text: file | paragraph is a document (read_options.DOC_UNITS)
     passage_words: int = PASSAGE_WORDS  # records: words per passage (0: one passage a record)
     id_field: str | None = None  # records: the id, title and text fields (None: common names)
     title_field: str | None = None
     text_field: str | None = None
 
-    def read_options(self) -> dict[str, Any]:
-        """How the corpus is read: `read_sentences`' keyword arguments (also what the
-        manifest records, so that `add` reads more text the same way)."""
-        return {"split": self.split_sentences, "fmt": self.input_format, "docs": self.docs,
-                "passage_words": self.passage_words,
-                "fields": RecordFields(self.id_field, self.title_field, self.text_field)}
+    def read_options(self) -> ReadOptions:
+        """How the corpus is read (also what the manifest records, so that `add` reads more
+        text the same way, and part of what the build's resume key depends on)."""
+        return ReadOptions(split=self.split_sentences, fmt=self.input_format, docs=self.docs,
+                           passage_words=self.passage_words,
+                           fields=RecordFields(self.id_field, self.title_field, self.text_field))
 
 
 def default_out(corpus: list[str]) -> Path:

@@ -39,7 +39,13 @@ from qtsearch.encoders.registry import load_encoder
 from qtsearch.index import bm25
 from qtsearch.index.index_folder import file_checksum, folder_bytes, require_writable, swap_in
 from qtsearch.index.lock import real_folder, writer_lock
-from qtsearch.index.manifest import compose_manifest, now, read_manifest, write_manifest
+from qtsearch.index.manifest import (
+    compose_manifest,
+    now,
+    read_manifest,
+    read_options_fields,
+    write_manifest,
+)
 from qtsearch.index.names import (
     CONFIG_FILE,
     INDEX_FILE,
@@ -63,7 +69,7 @@ from qtsearch.indexing.index_stage import IndexStage, build_fields, manifest_fie
 from qtsearch.indexing.rerun import built_before
 from qtsearch.indexing.state import PARALLEL_MIN_CPUS, SHARDS, STATE_FILE, BuildState
 from qtsearch.indexing.tokens import BuildTokens, shard_inputs
-from qtsearch.text.reader import check_docs, check_format, list_files, read_sentences
+from qtsearch.text.reader import list_files, read_sentences
 
 #: Without --split-sentences, a corpus of at least WRAPPED_MIN_LINES lines more than
 #: WRAPPED_SHARE of which run on into the next line (no sentence end, and the next line starts
@@ -109,8 +115,7 @@ class Builder:
         if config.index != "auto" and config.index not in INDEX_TYPES:
             raise UsageError(f"--index must be auto or one of {', '.join(INDEX_TYPES)}, "
                              f"not {config.index!r}")
-        check_format(config.input_format)
-        check_docs(config.docs)
+        config.read_options().check()
         self.config = config
         # a link to an index folder stands for that folder (qtsearch.index.lock.real_folder)
         self.out = real_folder(config.out if config.out else default_out(config.corpus))
@@ -137,11 +142,12 @@ class Builder:
 
     def _resume_key(self, corpus: list[dict[str, Any]], encoder: IndexEncoder) -> str:
         """What the spooled shards depend on: same key → the shards can be reused."""
-        c = self.config
+        c, o = self.config, self.config.read_options()
         basis = {"corpus": [(x["path"], x["sha256"]) for x in corpus],
-                 "model": encoder.fingerprint, "split": c.split_sentences,
-                 "format": c.input_format, "docs": c.docs, "passage_words": c.passage_words,
-                 "fields": (c.id_field, c.title_field, c.text_field),
+                 "model": encoder.fingerprint, "split": o.split,
+                 "format": o.fmt, "docs": o.docs, "passage_words": o.passage_words,
+                 # a tuple, not RecordFields: the key's bytes stay as they were
+                 "fields": (o.fields.id, o.fields.title, o.fields.text),
                  "shard_size": c.shard_size, "batch_size": c.batch_size,
                  "precision": c.precision, "device": str(encoder.device.type)}
         return hashlib.sha256(repr(sorted(basis.items())).encode()).hexdigest()[:16]
@@ -158,7 +164,7 @@ class Builder:
         open_ends = 0  # lines that run on into the next one (one-a-line input only)
         run_on = False  # the previous line did not end like a sentence
         with self.reporter.stage("read", sum(sizes.values()) / 1e6, "MB") as advance:
-            for s in read_sentences([str(f) for f in files], **c.read_options()):
+            for s in read_sentences([str(f) for f in files], options=c.read_options()):
                 if not c.split_sentences and s.title is None:  # WikiExtractor is split
                     open_ends += run_on and s.text[:1].islower()
                     run_on = not SENTENCE_END.search(s.text)
@@ -329,9 +335,7 @@ class Builder:
             metric="cosine",
             model={"path": model_spec(encoder), "name": encoder.name,
                    "fingerprint": encoder.fingerprint, "dim": encoder.dim},
-            corpus=corpus, split_sentences=c.split_sentences, input_format=c.input_format,
-            docs=c.docs, passage_words=c.passage_words,
-            record_fields=[c.id_field, c.title_field, c.text_field],
+            corpus=corpus, **read_options_fields(c.read_options()),
             stages=dict(self.state["stages"]), created=now(), fts=False,
             build={**build_fields(info), "embed_device": str(encoder.device),
                    "shard_size": c.shard_size,

@@ -116,11 +116,11 @@ class Index:
              upsert: bool) -> AddResult:
         from qtsearch.lifecycle.inputs import corpus_files
         from qtsearch.lifecycle.on_disk import Manifest
-        from qtsearch.lifecycle.writers import add_to_index, manifest_read_options, split_option
+        from qtsearch.lifecycle.writers import add_to_index, split_option
 
         manifest = Manifest.read(self.path)
         split, _ = split_option(manifest, split_sentences)
-        fields = manifest_read_options(manifest)["fields"]
+        fields = manifest.read_options(split).fields
         with corpus_files(source, split, fields) as corpus:
             result = add_to_index(self.path, corpus, split_sentences, self._open_args["device"],
                                   reporter=reporter, input_format=input_format, wait=wait,

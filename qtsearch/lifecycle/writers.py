@@ -26,12 +26,7 @@ BUILD_OPTIONS = tuple(f.name for f in dataclasses.fields(IndexConfig)
 
 if TYPE_CHECKING:
     from qtsearch.core.progress import Reporter
-    from qtsearch.indexing.append import (
-        AddResult,
-        add_to_index,
-        manifest_read_options,
-        split_option,
-    )
+    from qtsearch.indexing.append import AddResult, add_to_index, split_option
     from qtsearch.indexing.delete import DeleteResult, delete_from_index
     from qtsearch.indexing.pipeline import BuildResult, build_index
     from qtsearch.indexing.ray_engine import RayOptions, build_on
@@ -41,11 +36,10 @@ if TYPE_CHECKING:
 __all__ = ["BUILD_OPTIONS", "FLAT_MAX", "PARTITIONED", "SQ8_MAX", "STAGES", "WHITEN", "AddResult",
            "DeleteResult", "IndexConfig", "RayOptions", "add_to_index", "build_folder",
            "build_index", "build_on", "delete_condition", "delete_from_index",
-           "manifest_read_options", "split_option", "total_seconds"]
+           "split_option", "total_seconds"]
 
 #: Where each writer lives.
 _LAZY = {"AddResult": "qtsearch.indexing.append", "add_to_index": "qtsearch.indexing.append",
-         "manifest_read_options": "qtsearch.indexing.append",
          "split_option": "qtsearch.indexing.append",
          "DeleteResult": "qtsearch.indexing.delete",
          "delete_from_index": "qtsearch.indexing.delete",

@@ -10,9 +10,11 @@ Three layouts:
   (`fmt="auto"`) or required (`fmt="records"`): each record a document of passages that keep
   its id and title.
 
-In text files a blank line ends a document (`split=False`) or each file is one document
-(`split=True`, running text: blank lines end paragraphs), unless `docs="paragraph"` makes each
-paragraph of running text a document of its own. Each file starts a new document.
+How a corpus is read (`split`, `fmt`, `docs`, and how records are read) is one value,
+`ReadOptions` (qtsearch.text.read_options). In text files a blank line ends a document
+(`split=False`) or each file is one document (`split=True`, running text: blank lines end
+paragraphs), unless `docs="paragraph"` makes each paragraph of running text a document of its
+own. Each file starts a new document.
 
 Messy input is repaired with a warning that names the file
 and line (invalid UTF-8, NUL bytes, a byte-order mark, CRLF, over-long lines); input that
@@ -30,15 +32,10 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from qtsearch.core.errors import InputError, UsageError
+from qtsearch.core.errors import InputError
 from qtsearch.text.limits import MAX_PARAGRAPH_CHARS, MAX_SENTENCE_CHARS
-from qtsearch.text.records import (
-    PASSAGE_WORDS,
-    RECORD_SUFFIXES,
-    RecordFields,
-    is_records,
-    read_records,
-)
+from qtsearch.text.read_options import ReadOptions
+from qtsearch.text.records import RECORD_SUFFIXES, is_records, read_records
 from qtsearch.text.splitter import split_sentences
 from qtsearch.text.wikiextractor import Article, doc_tag, wiki_sentences
 
@@ -46,12 +43,6 @@ log = logging.getLogger("qtsearch")
 
 #: File name endings read when a folder is given.
 TEXT_SUFFIXES = (".txt", ".txt.gz", ".text", ".gz")
-#: Input formats: auto (records by file name, WikiExtractor where a file starts with `<doc …>`,
-#: else text), text (lines or running text, as `split` says), wikiextractor (every file must be
-#: one), records (every file must be JSON Lines, CSV/TSV or Parquet).
-FORMATS = ("auto", "text", "wikiextractor", "records")
-#: What a document is in running text (`split=True`): a whole file, or each paragraph.
-DOC_UNITS = ("file", "paragraph")
 #: The fields of `Sentence` that only WikiExtractor input fills (None for other text).
 ARTICLE_FIELDS = ("title", "url", "doc_id", "section")
 _WARN_LIMIT = 5
@@ -293,18 +284,6 @@ def _file_sentences_split(lines: _Lines, paragraph_docs: bool = False
         yield from flush()
 
 
-def check_format(fmt: str) -> None:
-    """UsageError unless `fmt` is one of FORMATS."""
-    if fmt not in FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-
-
-def check_docs(docs: str) -> None:
-    """UsageError unless `docs` is one of DOC_UNITS."""
-    if docs not in DOC_UNITS:
-        raise UsageError(f"--docs must be one of {', '.join(DOC_UNITS)}, not {docs!r}")
-
-
 def is_wikiextractor(path: str | os.PathLike) -> bool:
     """Whether the file's first non-blank line is a WikiExtractor `<doc id=… …>` line."""
     lines = iter(_Lines(Path(path)))
@@ -315,16 +294,16 @@ def is_wikiextractor(path: str | os.PathLike) -> bool:
     return doc_tag(first) is not None
 
 
-def _file_sentences(path: Path, split: bool, fmt: str, docs: str = "file",
-                    fields: RecordFields = RecordFields(), passage_words: int = PASSAGE_WORDS,
+def _file_sentences(path: Path, options: ReadOptions,
                     ) -> Iterator[tuple[int, int, str, Article | None, str | None]]:
-    """(document break?, line, text, article, section) of one file in format `fmt`."""
+    """(document break?, line, text, article, section) of one file read as `options` say."""
+    fmt = options.fmt
     if fmt == "records" or (fmt == "auto" and is_records(path)):
         if not is_records(path):
             raise InputError(f"{path}: not a records file (its name must end in "
                              f"{', '.join(RECORD_SUFFIXES)})")
         record = 0
-        for p in read_records(path, fields, passage_words):
+        for p in read_records(path, options.fields, options.passage_words):
             yield (p.record != record), p.record, p.text, Article(p.doc_id, None, p.title), None
             record = p.record
         return
@@ -336,7 +315,7 @@ def _file_sentences(path: Path, split: bool, fmt: str, docs: str = "file",
     if wiki:
         yield from wiki_sentences(lines, partial(_clip, lines))
         return
-    gen = (_file_sentences_split(lines, docs == "paragraph") if split
+    gen = (_file_sentences_split(lines, options.docs == "paragraph") if options.split
            else _file_sentences_lines(lines))
     for brk, lineno, text in gen:
         yield brk, lineno, text, None, None
@@ -344,18 +323,20 @@ def _file_sentences(path: Path, split: bool, fmt: str, docs: str = "file",
 
 def read_sentences(
     paths: Iterable[str | os.PathLike], split: bool = False, strict_empty: bool = True,
-    fmt: str = "auto", docs: str = "file", fields: RecordFields = RecordFields(),
-    passage_words: int = PASSAGE_WORDS,
+    options: ReadOptions | None = None,
 ) -> Iterator[Sentence]:
-    """Yield every sentence (or record passage) of the corpus in reading order (`split`: text
-    files are running text; `fmt`: one of FORMATS; `docs`: one of DOC_UNITS, for running
-    text; `fields`, `passage_words`: how records are read, qtsearch.text.records).
+    """Yield every sentence (or record passage) of the corpus in reading order, read as
+    `options` say (qtsearch.text.read_options; None: its defaults, running text as `split`
+    says; with `options`, `split` stays False: they say it).
 
     Raises InputError for missing, binary or corrupt files, and (at the end) when the whole
     corpus holds no sentence. A named file with no sentence is an error when `strict_empty`.
     """
-    check_format(fmt)
-    check_docs(docs)
+    if options is None:
+        options = ReadOptions(split=split)
+    elif split:
+        raise ValueError("read_sentences: split is given by the options")
+    options.check()
     files = list_files(paths)
     named = {Path(p) for p in paths if Path(p).is_file()}
     doc = -1
@@ -364,8 +345,7 @@ def read_sentences(
         position = 0
         count = 0
         first = True
-        for brk, lineno, text, article, section in _file_sentences(
-                path, split, fmt, docs, fields, passage_words):
+        for brk, lineno, text, article, section in _file_sentences(path, options):
             if first or brk:
                 doc += 1
                 position = 0

@@ -13,9 +13,10 @@ import pytest
 
 from qtsearch.index.manifest import REQUIRED, SHAPE, Manifest, ModelRef
 from qtsearch.index.store import MetadataStore
-from qtsearch.indexing.append import add_to_index, manifest_read_options, split_option
+from qtsearch.indexing.append import add_to_index, split_option
 from qtsearch.indexing.delete import delete_from_index
 from qtsearch.indexing.pipeline import IndexConfig, build_index
+from qtsearch.text.read_options import ReadOptions
 from qtsearch.text.records import PASSAGE_WORDS, RecordFields
 
 
@@ -91,8 +92,9 @@ def test_missing_optional_keys_read_as_the_readers_took_them(index):
                                                                    PASSAGE_WORDS)
     assert (m.transform, m.fit, m.build, m.stages, m.input_format) == (None, "none", {}, {},
                                                                        None)
-    assert manifest_read_options(m) == {"docs": "file", "passage_words": PASSAGE_WORDS,
-                                        "fields": RecordFields(None, None, None)}
+    assert m.read_options() == ReadOptions(False, "auto", "file", PASSAGE_WORDS,
+                                           RecordFields(None, None, None))
+    assert m.read_options(True) == ReadOptions(split=True)
     assert split_option(m, None)[0] is False
     # written but empty: as missing, where the readers used `or`
     m = Manifest.from_dict({**raw, "record_fields": [], "transform": {}})

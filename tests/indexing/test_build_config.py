@@ -13,6 +13,7 @@ import qtsearch
 from qtsearch.core.errors import UsageError
 from qtsearch.index.names import INDEX_TYPES
 from qtsearch.indexing.build_config import IndexConfig, default_out
+from qtsearch.text.read_options import ReadOptions
 from qtsearch.text.records import PASSAGE_WORDS, RecordFields
 
 
@@ -30,9 +31,11 @@ def test_the_defaults() -> None:
 def test_read_options_are_what_the_reader_takes() -> None:
     config = IndexConfig(corpus=["r.jsonl"], split_sentences=True, input_format="records",
                          docs="paragraph", passage_words=50, id_field="key", text_field="body")
-    assert config.read_options() == {
-        "split": True, "fmt": "records", "docs": "paragraph", "passage_words": 50,
-        "fields": RecordFields("key", None, "body")}
+    assert config.read_options() == ReadOptions(
+        split=True, fmt="records", docs="paragraph", passage_words=50,
+        fields=RecordFields("key", None, "body"))
+    # the defaults read as the reader does by default
+    assert IndexConfig(corpus=["emma.txt"]).read_options() == ReadOptions()
 
 
 def test_the_saved_form_round_trips() -> None:
@@ -72,3 +75,19 @@ def test_bad_options_are_refused_before_any_work(tmp_path: Path, option: dict,
         qtsearch.Index.build(["One text."], tmp_path / "idx", **option)
     assert str(e.value) == message
     assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.partial").exists()
+
+
+def test_the_resume_key_of_the_same_options_is_as_before() -> None:
+    """An interrupted build resumes after an upgrade: the key its shards were spooled under
+    (these values as the key was computed before `ReadOptions`) comes out the same."""
+    from types import SimpleNamespace
+
+    from qtsearch.indexing.pipeline import Builder
+
+    encoder = SimpleNamespace(fingerprint="abc123", device=SimpleNamespace(type="cpu"))
+    corpus = [{"path": "/x/a.jsonl", "sha256": "f" * 64}]
+    records = IndexConfig(corpus=["a"], split_sentences=True, input_format="records",
+                          docs="paragraph", passage_words=50, id_field="key", text_field="body")
+    keys = [Builder._resume_key(SimpleNamespace(config=c), corpus, encoder)  # type: ignore
+            for c in (IndexConfig(corpus=["a"]), records)]
+    assert keys == ["df5d4d44a6b9f0c1", "c16994dd0ef12906"]

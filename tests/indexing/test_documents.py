@@ -18,6 +18,7 @@ from qtsearch.core.errors import InputError
 from qtsearch.evaluation.retrieval import beir
 from qtsearch.indexing.pipeline import IndexConfig, build_index
 from qtsearch.search.searcher import Searcher
+from qtsearch.text.read_options import ReadOptions
 from qtsearch.text.reader import read_sentences
 from qtsearch.text.records import passages, read_records
 
@@ -94,7 +95,8 @@ def test_field_names_can_be_given(tmp_path: Path) -> None:
         list(read_sentences([path]))
     from qtsearch.text.records import RecordFields
 
-    (s,) = read_sentences([path], fields=RecordFields("key", "heading", "note"))
+    (s,) = read_sentences([path], options=ReadOptions(
+        fields=RecordFields("key", "heading", "note")))
     assert (s.text, s.doc_id, s.title) == ("Boats. Boats float. Ships too.", "n1", "Boats")
 
 
@@ -109,7 +111,8 @@ def test_paragraph_documents_in_running_text(tmp_path: Path) -> None:
     path = tmp_path / "t.txt"
     path.write_text("One here. Two here.\n\nThree here.\n", encoding="utf-8")
     by_file = [s.doc for s in read_sentences([path], split=True)]
-    by_paragraph = [s.doc for s in read_sentences([path], split=True, docs="paragraph")]
+    by_paragraph = [s.doc for s in read_sentences(
+        [path], options=ReadOptions(split=True, docs="paragraph"))]
     assert by_file == [0, 0, 0] and by_paragraph == [0, 0, 1]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from qtsearch.core.errors import InputError, UsageError
+from qtsearch.text.read_options import ReadOptions
 from qtsearch.text.reader import Sentence, is_wikiextractor, read_sentences
 from qtsearch.text.splitter import split_sentences, split_text
 from qtsearch.text.token_corpus import TokenCorpus
@@ -132,12 +133,13 @@ def test_heading_shapes() -> None:
 def test_format_is_detected_chosen_or_refused(shared_data, shards, tmp_path):
     book = shared_data / BOOK
     assert is_wikiextractor(shards[0]) and not is_wikiextractor(book)
-    as_text = list(read_sentences([shards[0]], fmt="text"))  # one "sentence" a line
+    # one "sentence" a line
+    as_text = list(read_sentences([shards[0]], options=ReadOptions(fmt="text")))
     assert as_text[0].text.startswith("<doc id=") and as_text[0].title is None
     with pytest.raises(InputError, match="not WikiExtractor output"):
-        list(read_sentences([book], fmt="wikiextractor"))
+        list(read_sentences([book], options=ReadOptions(fmt="wikiextractor")))
     with pytest.raises(UsageError, match="--format"):
-        list(read_sentences([book], fmt="wiki"))
+        list(read_sentences([book], options=ReadOptions(fmt="wiki")))
     # a book and a Wikipedia shard in one corpus: each read in its own layout
     mixed = list(read_sentences([book, shards[0]], split=True))
     assert mixed[0].title is None and mixed[-1].title is not None
