@@ -1,6 +1,6 @@
 """What `--rerank minilm` costs a query: the re-ranker's load, then each query's re-scoring at
-several depths, in one warm process (as `shell` and `serve`, which keep the model loaded), and a
-one-shot `qtsearch search --rerank minilm` end to end.
+several depths, in warm processes (as `shell` and `serve`, which keep the model loaded; one per
+pass over the queries), and a one-shot `qtsearch search --rerank minilm` end to end.
 
 The index is one real book (default: Emma, split into sentences, built once under --work with
 the shipped model); the queries are the eight everyday sentences of docs/benchmarks.md ("Eight
@@ -10,10 +10,11 @@ in one call, then the ordering. Depths are interleaved query by query so every d
 same load. Prints p50 and p90 per depth, the load time, and the one-shot command's median wall
 time.
 
-`--runtimes torch onnx` loads MiniLM once per way of running its small calls (torch, ONNX
-Runtime; "auto" is what `--rerank minilm` picks) and interleaves them too, query by query; it
-then checks that each query's re-ranked order of all `depth` hits is the same for every runtime
-(printing any difference) and gives the least cosine between their vectors.
+`--runtimes torch onnx` measures each way of running MiniLM's small calls (torch, ONNX Runtime;
+"auto" is what `--rerank minilm` picks): each pass over the queries runs in a process of its
+own, the runtimes taking turns, and the load is each process's. It then checks that each
+query's re-ranked order of all `depth` hits is the same for every runtime (printing any
+difference) and gives the least cosine between their vectors.
 
     python benchmarks/rerank.py --repeats 5
     python benchmarks/rerank.py --repeats 5 --runtimes torch onnx
@@ -22,6 +23,7 @@ then checks that each query's re-ranked order of all `depth` hits is the same fo
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -74,6 +76,29 @@ def compare(rerankers: dict, first: dict) -> None:
           f"least cosine between runtimes {least:.7f}\n")
 
 
+def timed(args: argparse.Namespace, runtime: str, index: Path) -> dict:
+    """One process's measurement of one runtime: its load, warm-up and each re-ranking's
+    seconds by depth."""
+    import qtsearch
+
+    t0 = time.perf_counter()
+    encoder = MiniLM("cpu", runtime=runtime)
+    t1 = time.perf_counter()
+    encoder.warm_up()  # ONNX Runtime's session starts here (and exports the first time)
+    out = {"load": t1 - t0, "warm": time.perf_counter() - t1, "ran": encoder.runtime,
+           "times": {d: [] for d in args.depths}}
+    reranker = qtsearch.Reranker(encoder, max(args.depths))
+    with qtsearch.Index.open(index) as idx:
+        first = {d: [idx.search(q, d) for q in QUERIES] for d in args.depths}
+        for _ in range(args.repeats):
+            for n, query in enumerate(QUERIES):
+                for depth in args.depths:
+                    t = time.perf_counter()
+                    reranker([query], [first[depth][n]], 10)
+                    out["times"][depth].append(time.perf_counter() - t)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -84,6 +109,7 @@ def main() -> None:
     ap.add_argument("--one-shot-runs", type=int, default=3)
     ap.add_argument("--runtimes", nargs="+", choices=RUNTIMES, default=["auto"],
                     help="how MiniLM runs the re-ranker's encodings, each loaded and timed")
+    ap.add_argument("--one-pass", action="store_true", help=argparse.SUPPRESS)  # a child
     args = ap.parse_args()
 
     import qtsearch
@@ -91,26 +117,25 @@ def main() -> None:
     index = args.work / "emma"
     if not (index / "manifest.json").is_file():
         qtsearch.Index.build(args.book, index, split_sentences=True).close()
-    rerankers, loads = {}, {}
-    for runtime in args.runtimes:
-        t0 = time.perf_counter()
-        encoder = MiniLM("cpu", runtime=runtime)
-        t1 = time.perf_counter()
-        encoder.warm_up()  # ONNX Runtime's session starts here (and exports the first time)
-        loads[runtime] = (t1 - t0, time.perf_counter() - t1, encoder.runtime)
-        rerankers[runtime] = qtsearch.Reranker(encoder, max(args.depths))
-    with qtsearch.Index.open(index) as idx:
-        first = {d: [idx.search(q, d) for q in QUERIES] for d in args.depths}
-        times = {(r, d): [] for r in args.runtimes for d in args.depths}
-        for _ in range(args.repeats):
-            for n, query in enumerate(QUERIES):
-                for depth in args.depths:
-                    for runtime, reranker in rerankers.items():
-                        t = time.perf_counter()
-                        reranker([query], [first[depth][n]], 10)
-                        times[runtime, depth].append(time.perf_counter() - t)
-    if len(rerankers) > 1:
-        compare(rerankers, first)
+    if args.one_pass:
+        print(json.dumps(timed(args, args.runtimes[0], index)))
+        return
+    # Each pass over the queries runs one runtime in a process of its own, as a user's process
+    # does (one runtime, one thread pool: two pools in one process contend for the cores), the
+    # runtimes taking turns so that both see the same load.
+    runs: dict[str, list[dict]] = {r: [] for r in args.runtimes}
+    for _ in range(args.repeats):
+        for runtime in args.runtimes:
+            child = subprocess.run(
+                [sys.executable, __file__, "--one-pass", "--repeats", "1", "--runtimes", runtime,
+                 "--work", str(args.work), "--depths", *map(str, args.depths)],
+                check=True, capture_output=True, text=True)
+            runs[runtime].append(json.loads(child.stdout.strip().splitlines()[-1]))
+    if len(args.runtimes) > 1:
+        rerankers = {r: qtsearch.Reranker(MiniLM("cpu", runtime=r), max(args.depths))
+                     for r in args.runtimes}
+        with qtsearch.Index.open(index) as idx:
+            compare(rerankers, {d: [idx.search(q, d) for q in QUERIES] for d in args.depths})
 
     one_shot = []
     for _ in range(args.one_shot_runs):
@@ -124,13 +149,18 @@ def main() -> None:
           f"{len(QUERIES)} queries × {args.repeats}\n")
     print("| re-ranking | runtime | p50 ms | p90 ms |\n|---|---|---:|---:|")
     for depth in args.depths:
-        for runtime in args.runtimes:
-            print(f"| depth {depth} | {loads[runtime][2]} | {quantiles(times[runtime, depth])} |")
+        for passes in runs.values():
+            seconds = [t for run in passes for t in run["times"][str(depth)]]
+            print(f"| depth {depth} | {passes[0]['ran']} | {quantiles(seconds)} |")
     print()
-    for runtime, (load, warm, ran) in loads.items():
-        print(f"MiniLM ({runtime}: {ran}) load {load:.1f} s, then warm-up {warm:.2f} s")
-    print(f"one-shot `qtsearch search --rerank minilm -k 10` median "
-          f"{statistics.median(one_shot):.1f} s wall")
+    for runtime, passes in runs.items():
+        load = statistics.median(run["load"] for run in passes)
+        warm = statistics.median(run["warm"] for run in passes)
+        print(f"MiniLM ({runtime}: {passes[0]['ran']}) load {load:.1f} s, then warm-up "
+              f"{warm:.2f} s (medians over {len(passes)} processes)")
+    if one_shot:
+        print(f"one-shot `qtsearch search --rerank minilm -k 10` median "
+              f"{statistics.median(one_shot):.1f} s wall")
 
 
 if __name__ == "__main__":
