@@ -1,8 +1,9 @@
 """all-MiniLM-L6-v2's query-time path through ONNX Runtime.
 
-A query and the few dozen hits a re-ranker re-scores are encoded about twice as fast by ONNX
-Runtime's CPU kernels as by torch, to the same vectors (cosine to torch's ≥ 0.9999; see
-docs/benchmarks.md, "Re-ranking with a stronger encoder"). The graph is exported once from the
+A query and the few dozen hits a re-ranker re-scores get the same vectors from ONNX Runtime's
+CPU kernels as from torch (cosine ≥ 0.9999), as fast on quiet cores and 5-7 times faster on
+busy ones, where torch's threads wait on each other (docs/benchmarks.md, "Re-ranking with a
+stronger encoder"). The graph is exported once from the
 weights MiniLM has already loaded, into the qtsearch cache under MiniLM's fingerprint, so
 nothing is downloaded and every later process reads the same file. The pooling stays here in
 numpy: mean over the attention mask, then L2 normalisation, as the model's own Pooling and
@@ -95,8 +96,8 @@ class OnnxMiniLM:
         options.inter_op_num_threads = 1  # one chain of operators: no parallel branches
         options.log_severity_level = 3  # errors only
         # Idle threads sleep rather than spin: on a few shared cores a spinning pool takes the
-        # time the index search, torch and other processes need (p50 0.39 against 0.52 s a
-        # re-ranking on 2 busy cores)
+        # time the index search and other processes need (31 sentences: p50 0.22 against
+        # 0.28 s spinning, 2 busy cores)
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.exported = False
         if not path.is_file():
