@@ -12,6 +12,7 @@ them by name (and untrained copies of a model, `random_like`).
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -103,19 +104,22 @@ class MiniLM(BatchEncoder):
             runtime = "onnx" if self.device.type == "cpu" and onnx_importable() else "torch"
         self.runtime = runtime
         self._onnx: OnnxMiniLM | None = None  # made by the first small call
+        self._onnx_lock = threading.Lock()
 
     def _small_calls(self) -> OnnxMiniLM | None:
         """The ONNX Runtime encoder of the small calls, None on torch. A cache that can be
         neither read nor written leaves torch in charge (asked for "onnx" outright, it fails)."""
-        if self.runtime == "onnx" and self._onnx is None:
-            import torch
+        with self._onnx_lock:  # a server's threads: one export, one session
+            if self.runtime == "onnx" and self._onnx is None:
+                import torch
 
-            try:
-                self._onnx = OnnxMiniLM(self.model, self.fingerprint, torch.get_num_threads())
-            except Exception:
-                if self._strict:
-                    raise
-                self.runtime = "torch"
+                try:
+                    self._onnx = OnnxMiniLM(self.model, self.fingerprint,
+                                            torch.get_num_threads())
+                except Exception:
+                    if self._strict:
+                        raise
+                    self.runtime = "torch"
         return self._onnx
 
     def known_words(self, sentence: str) -> int:

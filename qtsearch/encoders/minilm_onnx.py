@@ -16,6 +16,7 @@ import contextlib
 import io
 import logging
 import os
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,9 @@ def export(model: Any, path: Path) -> None:
     example = model.tokenizer(["an example", "a longer example sentence"], padding=True,
                               return_tensors="pt")
     axes = {name: {0: "batch", 1: "tokens"} for name in (*INPUTS, "hidden")}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
     # The exporter's warnings and log lines are about tracing, once per cache: not the user's.
     quiet = logging.getLogger("torch.onnx")
     level = quiet.level
