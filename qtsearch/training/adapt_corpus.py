@@ -291,7 +291,7 @@ def teacher_vectors(sentences: list[str], budget: float, device: str, display: R
     (encoded in chunks; the last chunk may overrun by its own time)."""
     from qtsearch.encoders.baselines import MiniLM
 
-    model = MiniLM(device)
+    model = MiniLM(device, runtime="torch")  # bulk: even a short last chunk as torch encodes it
     parts: list[np.ndarray] = []
     start, done, chunk = time.monotonic(), 0, 256
     with display.stage("teacher vectors", len(sentences)) as bar:

@@ -38,7 +38,7 @@ def minilm_teacher(device: str) -> Encode:
     """all-MiniLM-L6-v2's normalised vectors (loaded only when the cache lacks some)."""
     from qtsearch.encoders.baselines import MiniLM
 
-    model = MiniLM(device)
+    model = MiniLM(device, runtime="torch")  # bulk: even a short last chunk as torch encodes it
     return lambda rows: model.encode(rows, normalize=True)
 
 

@@ -47,6 +47,21 @@ def test_reranked_hits_are_the_first_hits_in_the_rerankers_order(api, minilm, mo
         assert {k: v for k, v in h.legs.items() if k not in ("first", "rerank")} == first[j].legs
 
 
+def test_onnx_runtime_reranks_as_torch_does(api, minilm):
+    """The re-ranker's default MiniLM runs its encodings through ONNX Runtime where installed:
+    every hit of every query comes out in torch's order, with torch's cosines."""
+    pytest.importorskip("onnxruntime", reason="ONNX Runtime not installed")
+    from qtsearch.encoders.baselines import MiniLM
+
+    assert minilm.encoder.runtime == "onnx"
+    on_torch = Reranker(MiniLM("cpu", runtime="torch"), depth=12)
+    queries = [QUERY, "Mr. Knightley said nothing.", "It rained all day.", "a letter"]
+    first = [api.search(q, 12)[0] for q in queries]
+    for got, want in zip(minilm(queries, first, 12), on_torch(queries, first, 12), strict=True):
+        assert [h.id for h in got] == [h.id for h in want]
+        np.testing.assert_allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
+
+
 def test_reranking_finds_what_the_first_stage_ranked_lower(api, minilm):
     """Depth 12 reaches beyond the first stage's top 3: some reranked top-3 hit came from there
     for at least one of these queries (else re-ranking would be a no-op on this index)."""
