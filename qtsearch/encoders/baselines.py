@@ -109,7 +109,7 @@ class MiniLM(BatchEncoder):
     def _small_calls(self) -> OnnxMiniLM | None:
         """The ONNX Runtime encoder of the small calls, None on torch. A cache that can be
         neither read nor written leaves torch in charge (asked for "onnx" outright, it fails)."""
-        with self._onnx_lock:  # a server's threads: one export, one session
+        with self._onnx_lock:  # a server's threads share one export and one runtime
             if self.runtime == "onnx" and self._onnx is None:
                 import torch
 

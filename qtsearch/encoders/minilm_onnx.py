@@ -1,13 +1,12 @@
 """all-MiniLM-L6-v2's query-time path through ONNX Runtime.
 
 A query and the few dozen hits a re-ranker re-scores get the same vectors from ONNX Runtime's
-CPU kernels as from torch (cosine ≥ 0.9999), as fast on quiet cores and 5-7 times faster on
-busy ones, where torch's threads wait on each other (docs/benchmarks.md, "Re-ranking with a
-stronger encoder"). The graph is exported once from the
-weights MiniLM has already loaded, into the qtsearch cache under MiniLM's fingerprint, so
-nothing is downloaded and every later process reads the same file. The pooling stays here in
-numpy: mean over the attention mask, then L2 normalisation, as the model's own Pooling and
-Normalize modules do.
+CPU kernels as from torch, as fast on quiet cores and far faster on busy ones, where torch's
+threads wait on each other (measured in docs/benchmarks.md, "Re-ranking with a stronger
+encoder"). The graph is exported once from the weights MiniLM has already loaded, into the
+qtsearch cache under MiniLM's fingerprint, so nothing is downloaded and every later process
+reads the same file. The pooling stays here in numpy: mean over the attention mask, then L2
+normalisation, as the model's own Pooling and Normalize modules do.
 """
 
 from __future__ import annotations
