@@ -206,7 +206,7 @@ def main() -> None:
         ap.error(f"--keep {args.keep}: already exists; remove it or choose another folder")
 
     from qtsearch.core.errors import QTSearchError
-    from qtsearch.lifecycle.on_disk import build_seconds, folder_bytes, folder_manifest
+    from qtsearch.lifecycle.on_disk import build_seconds, folder_bytes, read_manifest
     from qtsearch.text.reader import read_sentences
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="qtsearch-bench-"))
@@ -232,7 +232,7 @@ def main() -> None:
             out = work / f"index-{n}"
             shutil.rmtree(out, ignore_errors=True)
             wall, rss, _, cpu = run_build(corpus, out, args)
-            m = folder_manifest(out).to_dict()
+            m = read_manifest(out)
             got = m["count"]
             st = m["stages"]
             index_bytes = (out / "index.faiss").stat().st_size

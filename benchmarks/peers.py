@@ -146,13 +146,13 @@ def child_build(system: str, corpus: Path, out: Path, limit: int | None, model: 
     """Builds `system`'s index of `corpus` in `out`: its count, the model's load seconds and
     the build's (read, encode, index, write)."""
     if system == "qtsearch":
-        from qtsearch.lifecycle.on_disk import build_seconds, folder_manifest
+        from qtsearch.lifecycle.on_disk import build_seconds, read_manifest
         from qtsearch.lifecycle.writers import build_folder
 
         t = time.perf_counter()
         build_folder(corpus, out, overwrite=True)  # not opened: the queries run in their child
         wall = time.perf_counter() - t
-        m = folder_manifest(out).to_dict()
+        m = read_manifest(out)
         seconds = build_seconds(m)
         return {"sentences": m["count"], "seconds": seconds, "load_s": wall - seconds,
                 "index": m["index_key"], "stages": m["stages"]}

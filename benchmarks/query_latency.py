@@ -359,11 +359,11 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     if args.from_index:
         from qtsearch.core.errors import QTSearchError
-        from qtsearch.lifecycle.on_disk import folder_manifest
+        from qtsearch.lifecycle.on_disk import read_manifest
 
         flat = args.from_index
         try:
-            flat_manifest = folder_manifest(flat).to_dict()
+            flat_manifest = read_manifest(flat)
         except QTSearchError as e:
             sys.exit(f"query_latency: {e}")
         if flat_manifest["index_type"] != "flat":

@@ -93,7 +93,7 @@ def main() -> None:
     ap.add_argument("--workdir", default=None, help="where the indexes go (a temp dir)")
     args = ap.parse_args()
 
-    from qtsearch.lifecycle.on_disk import folder_manifest
+    from qtsearch.lifecycle.on_disk import read_manifest
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="qtsearch-ray-bench-"))
     corpus = wikipedia_shards(args.wikipedia)
@@ -103,7 +103,7 @@ def main() -> None:
             for engine in ENGINES:
                 out = work / f"{engine}-{r}"
                 wall, pss = build(engine, corpus, out, args)
-                m = folder_manifest(out).to_dict()
+                m = read_manifest(out)
                 runs[engine].append({"wall": wall, "pss": pss, "count": m["count"],
                                      "key": m["index_key"], **m["stages"],
                                      "faiss": (out / "index.faiss").read_bytes()})

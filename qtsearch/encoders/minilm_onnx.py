@@ -98,8 +98,7 @@ class OnnxMiniLM:
         options.inter_op_num_threads = 1  # one chain of operators: no parallel branches
         options.log_severity_level = 3  # errors only
         # Idle threads sleep rather than spin: on a few shared cores a spinning pool takes the
-        # time the index search and other processes need (31 sentences: p50 0.22 against
-        # 0.28 s spinning, 2 busy cores)
+        # time the index search and other processes need (docs/benchmarks.md, "Re-ranking")
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.exported = False
         if not path.is_file():

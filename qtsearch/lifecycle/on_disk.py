@@ -19,7 +19,7 @@ from qtsearch.index.names import MANIFEST, META_FILE
 from qtsearch.indexing.state import total_seconds
 
 __all__ = ["MANIFEST", "META_FILE", "Manifest", "build_seconds", "check_folder", "counts",
-           "damaged", "export_metadata", "folder_bytes", "folder_manifest", "index_info",
+           "damaged", "export_metadata", "folder_bytes", "index_info",
            "read_manifest", "restore_if_missing"]
 
 if TYPE_CHECKING:
@@ -58,15 +58,8 @@ def export_metadata(index: Path, file: Path) -> int:
         return store.to_parquet(file)
 
 
-def folder_manifest(path: str | os.PathLike) -> Manifest:
-    """The manifest of the index in `path`, checked as an open checks it (UnusableIndex, a
-    QTSearchError, when no whole index is there): a cached build checked, and a build's
-    figures read, without loading a model."""
-    return Manifest.read(Path(path))
-
-
 def build_seconds(manifest: Mapping[str, Any]) -> float:
-    """A build's own time from its manifest (`folder_manifest(path).to_dict()`): its stages,
+    """A build's own time from its manifest (`read_manifest(path)`): its stages,
     the index and metadata ones counted once where they ran side by side."""
     return total_seconds(manifest["stages"], manifest["build"]["parallel_stages"])
 

@@ -12,12 +12,12 @@ import os
 from typing import TYPE_CHECKING
 
 from qtsearch.core.lazy_names import lazy_names
+from qtsearch.search.defaults import MODES
 from qtsearch.search.filters import parse_where
 from qtsearch.search.hits import UNITS, Hit, Record, Results, first_fetch
 
 if TYPE_CHECKING:
     from qtsearch.encoders.base import SentenceEncoder
-    from qtsearch.search.defaults import MODES
     from qtsearch.search.explain import Explainer
     from qtsearch.search.rerank import Reranker
     from qtsearch.search.searcher import CONTEXT_WINDOW
@@ -27,7 +27,7 @@ __all__ = ["CONTEXT_WINDOW", "MODES", "UNITS", "Explainer", "Hit", "Record", "Re
 
 #: Where each name of the engine lives.
 _LAZY = {"Explainer": "qtsearch.search.explain", "Reranker": "qtsearch.search.rerank",
-         "CONTEXT_WINDOW": "qtsearch.search.searcher", "MODES": "qtsearch.search.defaults"}
+         "CONTEXT_WINDOW": "qtsearch.search.searcher"}
 
 
 __getattr__ = lazy_names(__name__, _LAZY)

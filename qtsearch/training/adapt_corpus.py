@@ -78,7 +78,7 @@ def corpus_signature(paths: Sequence[str]) -> str:
 
 @dataclass
 class Corpus:
-    """The corpus as token ids, a million sentences in ~100 MB instead of Python token lists:
+    """The corpus as token ids, four bytes a token instead of Python token lists:
     each distinct token (as written) is a type, and `sentences` (every sentence, document after
     document) and `titles` (one row a document, empty without a title) are rows of type ids.
     The documents keep their text for the teacher, which encodes a sample of it."""
@@ -159,8 +159,8 @@ def new_words(corpus: Corpus, vocab: Vocab, size: int, min_count: int) -> list[s
     return [w for w, _ in ranked[:size]]
 
 
-#: Sentences whose mean vectors are held at once while new words' contexts are summed: the
-#: vectors of a million sentences at once would be 1 GB.
+#: Sentences whose mean vectors are held at once while new words' contexts are summed: all of
+#: a corpus's at once take sentences × dimensions × 4 bytes.
 CONTEXT_CHUNK = 1 << 16
 
 

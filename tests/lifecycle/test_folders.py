@@ -10,7 +10,7 @@ import pytest
 
 import qtsearch
 from qtsearch.core.errors import QTSearchError, UsageError
-from qtsearch.lifecycle.on_disk import build_seconds, folder_bytes, folder_manifest
+from qtsearch.lifecycle.on_disk import Manifest, build_seconds, folder_bytes
 from qtsearch.lifecycle.querying import query_encoder
 from qtsearch.lifecycle.writers import build_folder
 
@@ -20,7 +20,7 @@ TEXTS = ["The cat slept by the warm fire.", "A farmer walked to the market in th
 
 def test_a_folder_built_unopened_opens_with_a_shared_encoder(tmp_path: Path) -> None:
     result = build_folder(TEXTS, tmp_path / "idx", index="flat")
-    manifest = folder_manifest(tmp_path / "idx")
+    manifest = Manifest.read(tmp_path / "idx")
     assert manifest.count == result.manifest["count"] == len(TEXTS)
     assert build_seconds(manifest.to_dict()) > 0 and folder_bytes(tmp_path / "idx") > 0
     encoder = query_encoder()
@@ -31,7 +31,7 @@ def test_a_folder_built_unopened_opens_with_a_shared_encoder(tmp_path: Path) -> 
 
 def test_a_folder_without_an_index_is_refused_and_options_are_checked(tmp_path: Path) -> None:
     with pytest.raises(QTSearchError):
-        folder_manifest(tmp_path / "none")
+        Manifest.read(tmp_path / "none")
     with pytest.raises(UsageError, match="unknown option bogus"):
         build_folder(TEXTS, tmp_path / "idx", bogus=1)
 

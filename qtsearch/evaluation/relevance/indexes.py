@@ -25,7 +25,7 @@ from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import SentenceEncoder
 from qtsearch.evaluation.relevance.tasks_base import RelevanceTask
 from qtsearch.lifecycle import Index
-from qtsearch.lifecycle.on_disk import folder_manifest
+from qtsearch.lifecycle.on_disk import Manifest
 from qtsearch.lifecycle.writers import build_folder
 
 #: The folders of qtsearch whose code decides an index's vectors and contents.
@@ -100,7 +100,7 @@ def open_task_index(task: RelevanceTask, encoder: SentenceEncoder, model: str | 
 
 def _usable(folder: Path, count: int) -> bool:
     try:
-        return folder_manifest(folder).count == count
+        return Manifest.read(folder).count == count
     except QTSearchError:
         return False
 

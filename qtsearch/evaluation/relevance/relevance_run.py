@@ -32,7 +32,7 @@ from qtsearch.evaluation.relevance.tasks_base import (
     query_metrics,
 )
 from qtsearch.lifecycle import Index, Reranker, SearchSettings
-from qtsearch.lifecycle.on_disk import folder_manifest
+from qtsearch.lifecycle.on_disk import Manifest
 from qtsearch.lifecycle.querying import query_encoder
 from qtsearch.search.defaults import MODES, RERANK_DEPTH
 
@@ -222,7 +222,7 @@ def run_benchmark(tasks: Sequence[RelevanceTask], systems: Sequence[System],
             index, built = open_task_index(task, encoder, _model_arg(model), device, rebuild,
                                            reporter)
             with index:
-                manifest = folder_manifest(index.path)
+                manifest = Manifest.read(index.path)
                 run.builds[f"{task.name}|{name}"] = {
                     "built": built, "seconds": round(time.perf_counter() - start, 2),
                     "sentences": manifest.count, "embed_seconds": manifest.stages["embed"],

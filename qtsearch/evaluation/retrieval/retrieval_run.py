@@ -27,7 +27,7 @@ from qtsearch.evaluation.relevance.indexes import build_code_key, encoder_key
 from qtsearch.evaluation.relevance.relevance_run import LEXICAL, System, WarningCounter
 from qtsearch.evaluation.retrieval import answer_retrieval, beir
 from qtsearch.lifecycle import Hit, Index, SearchSettings
-from qtsearch.lifecycle.on_disk import folder_manifest
+from qtsearch.lifecycle.on_disk import Manifest
 from qtsearch.lifecycle.querying import query_encoder
 from qtsearch.lifecycle.writers import build_folder
 from qtsearch.text.records import PASSAGE_WORDS
@@ -96,7 +96,7 @@ def collection_index(coll: Collection, model: str | None, name: str, fingerprint
     folder = cache_dir("retrieval", "indexes") / f"{coll.name}-{name}-{digest}"
     if not rebuild:
         try:
-            folder_manifest(folder)
+            Manifest.read(folder)
             return folder, False
         except QTSearchError:
             pass
@@ -151,7 +151,7 @@ def run_benchmark(collections: Sequence[Collection], systems: Sequence[System],
             folder, built = collection_index(coll, _model_arg(model), encoder.name,
                                              encoder_key(encoder), passage_words, device,
                                              rebuild, reporter)
-            manifest = folder_manifest(folder)
+            manifest = Manifest.read(folder)
             run.builds[f"{coll.name}|{encoder.name}"] = {
                 "built": built, "seconds": round(time.perf_counter() - start, 2),
                 "passages": manifest.count, "embed_seconds": manifest.stages["embed"]}
