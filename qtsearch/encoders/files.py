@@ -8,6 +8,7 @@ runs in numpy (qtsearch.encoders.mean) never imports torch.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -17,7 +18,9 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qtsearch.core.errors import ModelError
+from qtsearch.core.config import write_text_atomic
+from qtsearch.core.errors import ModelError, OutputError
+from qtsearch.core.paths import cache_dir
 from qtsearch.text.vocab import Vocab
 
 if TYPE_CHECKING:  # numpy is imported by `read_tensors` alone: the CLI reads configs without it
@@ -106,17 +109,42 @@ def weights_path(folder: Path) -> Path:
 def fingerprint(folder: Path) -> str:
     """A short hash of what determines the vectors: architecture, vocabulary and weights, and
     the pieces table where there is one (it changes the vectors of texts with words outside
-    the vocabulary; a folder without one hashes as it always did)."""
+    the vocabulary; a folder without one hashes as it always did).
+
+    Hashing the files takes longer than the rest of opening a one-shot query's model, so the
+    hash is kept in the qtsearch cache under the files' identity (device, inode, size,
+    modification and change times): any write to a file changes its change time, which no
+    tool can set back, so a changed file is always hashed again."""
+    folder = Path(folder)
+    paths = [folder / VOCAB, weights_path(folder)]
+    if (folder / PIECES).is_file():
+        paths.append(folder / PIECES)
+    encoder = json.dumps(read_config(folder).get("encoder"), sort_keys=True)
+    try:
+        identity = [encoder]
+        for path in paths:
+            st = os.stat(path)
+            identity.append(f"{path.resolve()}|{st.st_dev}|{st.st_ino}|{st.st_size}|"
+                            f"{st.st_mtime_ns}|{st.st_ctime_ns}")
+        key = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:32]
+        kept = cache_dir("fingerprints") / key
+        found = kept.read_text(encoding="ascii") if kept.is_file() else ""
+    except (OSError, UnicodeDecodeError):  # no cache to read or make: hash every time
+        kept, found = None, ""
+    if len(found) == 16 and all(c in "0123456789abcdef" for c in found):
+        return found
     h = hashlib.sha256()
-    paths = [Path(folder) / VOCAB, weights_path(folder)]
-    if (Path(folder) / PIECES).is_file():
-        paths.append(Path(folder) / PIECES)
     for path in paths:
         with open(path, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
-    h.update(json.dumps(read_config(folder).get("encoder"), sort_keys=True).encode())
-    return h.hexdigest()[:16]
+    h.update(encoder.encode())
+    digest = h.hexdigest()[:16]
+    if kept is not None:
+        # a cache that cannot be written (read-only, full) only makes the next open slower
+        with contextlib.suppress(OSError, OutputError):
+            write_text_atomic(kept, digest)
+    return digest
 
 
 _warned: set[str] = set()

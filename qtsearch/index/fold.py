@@ -14,6 +14,7 @@ without the file has one node per row.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -34,9 +35,16 @@ SAME = 1e-5
 #: in both (p ~ 1e-4 at 5e-7 apart over 256 dims). A key shared by different vectors costs
 #: a node (the vectors are compared before folding), never a wrong answer.
 CELL = 2.0 ** -10
-#: One random odd multiplier per dimension: a key is the sum of cell numbers times these.
-_MULTIPLIERS = np.random.default_rng(20261123).integers(
-    0, 1 << 63, size=4096, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+
+
+@functools.cache
+def _multipliers() -> np.ndarray:
+    """One random odd multiplier per dimension: a key is the sum of cell numbers times these
+    (made when a build first keys vectors: a query never imports numpy.random)."""
+    return np.random.default_rng(20261123).integers(
+        0, 1 << 63, size=4096, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+
+
 #: Rows keyed at a time (50k x 256 dims take 100 MB of temporaries).
 _CHUNK = 50_000
 
@@ -44,7 +52,7 @@ _CHUNK = 50_000
 def vector_keys(x: np.ndarray, offset: float = 0.0) -> np.ndarray:
     """A 64-bit key per row of `x` [n, d]: its cell in the grid of CELL shifted by
     `offset` cells."""
-    mult = np.resize(_MULTIPLIERS, x.shape[1])
+    mult = np.resize(_multipliers(), x.shape[1])
     out = np.empty(x.shape[0], dtype=np.uint64)
     for lo in range(0, x.shape[0], _CHUNK):
         cells = np.floor(np.asarray(x[lo:lo + _CHUNK], dtype=np.float64) / CELL + offset)

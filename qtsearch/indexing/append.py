@@ -31,8 +31,9 @@ from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
 from qtsearch.indexing.delete import compact, held_files, keep_mask, matching_rows, whole_count
 from qtsearch.text.read_options import ReadOptions, check_format
-from qtsearch.text.reader import ARTICLE_FIELDS, is_wikiextractor, list_files, read_sentences
+from qtsearch.text.reader import is_wikiextractor, list_files, read_sentences
 from qtsearch.text.records import is_records
+from qtsearch.text.sentence import ARTICLE_FIELDS
 
 
 @dataclass

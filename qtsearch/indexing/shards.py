@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from qtsearch.core.disk import writing
-from qtsearch.text.reader import ARTICLE_FIELDS, Sentence
+from qtsearch.text.sentence import ARTICLE_FIELDS, Sentence
 
 #: The rows of a shard, in the metadata store's column order (qtsearch.index.schema.COLUMNS).
 ROW_SCHEMA = pa.schema([

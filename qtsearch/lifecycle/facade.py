@@ -21,7 +21,6 @@ import numpy as np
 from qtsearch.core.errors import UsageError
 from qtsearch.encoders.base import SentenceEncoder
 from qtsearch.search.defaults import TOP_K
-from qtsearch.search.explain import Explainer
 from qtsearch.search.fusion import SearchSettings
 from qtsearch.search.hits import Record, Results
 from qtsearch.search.rerank import Reranker
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from qtsearch.index.backend import VectorBackend
     from qtsearch.lifecycle.inputs import Source
     from qtsearch.lifecycle.writers import AddResult, DeleteResult
+    from qtsearch.search.explain import Explainer
     from qtsearch.search.filters import Filter
 
 Where = Mapping[str, str | int]
@@ -198,6 +198,8 @@ class Index:
         """Why each hit of this index ranks where it does: `explainer().explain(query, hits)`,
         one JSON-ready dict a hit (each leg's score and rank, the query's words it holds),
         what `qtsearch search --explain` shows."""
+        from qtsearch.search.explain import Explainer  # a search without --explain skips it
+
         return Explainer(self._searcher)
 
     def warm_up(self, wait: bool = False) -> None:

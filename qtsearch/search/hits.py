@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from qtsearch.core.errors import UsageError
-from qtsearch.text.reader import ARTICLE_FIELDS, Sentence
+from qtsearch.text.sentence import ARTICLE_FIELDS, Sentence
 
 log = logging.getLogger("qtsearch")
 

@@ -17,10 +17,12 @@ import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from qtsearch.text.datasets.paraphrase_data import Pair, normalise
+if TYPE_CHECKING:  # training data: a query, which reads scopes alone, never imports its readers
+    from qtsearch.text.datasets.paraphrase_data import Pair
 
 #: Tokens that open a negation's scope (as the tokeniser gives them: "isn't" -> "is", "n't";
 #: "cannot" -> "can", "not"), and tokens that close it; a sentence's end closes it too.
@@ -59,6 +61,8 @@ def with_negations(pairs: Iterable[Pair], held: AbstractSet[str]) -> tuple[list[
     """(the pairs, each without a hard negative given its positive's negation; how many got
     one; how many negations were not used because they are a sentence of `held`, the
     normalised evaluation sentences that training must never see)."""
+    from qtsearch.text.datasets.paraphrase_data import normalise
+
     out, added, held_back = [], 0, 0
     for p in pairs:
         negated = negate(p.positive) if p.negative is None else None

@@ -28,7 +28,6 @@ import logging
 import os
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from qtsearch.core.errors import InputError
 from qtsearch.text.limits import MAX_PARAGRAPH_CHARS, MAX_SENTENCE_CHARS
 from qtsearch.text.read_options import ReadOptions
 from qtsearch.text.records import RECORD_SUFFIXES, is_records, read_records
+from qtsearch.text.sentence import Sentence
 from qtsearch.text.splitter import split_sentences
 from qtsearch.text.wikiextractor import Article, doc_tag, wiki_sentences
 
@@ -43,27 +43,9 @@ log = logging.getLogger("qtsearch")
 
 #: File name endings read when a folder is given.
 TEXT_SUFFIXES = (".txt", ".txt.gz", ".text", ".gz")
-#: The fields of `Sentence` that only WikiExtractor input fills (None for other text).
-ARTICLE_FIELDS = ("title", "url", "doc_id", "section")
 _WARN_LIMIT = 5
 #: Bytes of one line read at a time.
 LINE_CHUNK = 1 << 20
-
-
-@dataclass(frozen=True)
-class Sentence:
-    """One sentence and where it came from (line is 1-based; doc counts across the corpus);
-    WikiExtractor input adds the article's title, url and id and the sentence's section."""
-
-    text: str
-    source: str
-    line: int
-    doc: int
-    position: int
-    title: str | None = None
-    url: str | None = None
-    doc_id: str | None = None
-    section: str | None = None
 
 
 def list_files(paths: Iterable[str | os.PathLike]) -> list[Path]:

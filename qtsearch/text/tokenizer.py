@@ -3,21 +3,41 @@ case is kept (the vocabulary is case-sensitive, as in the paper)."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 import threading
-from ctypes import Array, c_char, create_string_buffer, string_at
+from ctypes import CDLL, Array, c_char, cdll, create_string_buffer, string_at
+from pathlib import Path
 from typing import TYPE_CHECKING
-
-import blingfire
 
 if TYPE_CHECKING:
     from qtsearch.text.vocab import Vocab
 
 SURROGATE = re.compile("[\ud800-\udfff]")
-#: BlingFire's C library as its package loads it. Its Python wrapper makes a new ctypes buffer
-#: type per call, most of its cost a sentence; a buffer kept per thread avoids that (a build
-#: tokenises every sentence; docs/benchmarks.md, "Speed").
-_LIB = blingfire.blingfire
+#: BlingFire's C library in its package folder, by platform, as the package names it.
+_LIBRARY_FILE = {"win32": "blingfiretokdll.dll", "darwin": "libblingfiretokdll.dylib"}.get(
+    sys.platform, "libblingfiretokdll.so")
+
+
+def _library() -> CDLL:
+    """BlingFire's C library, loaded from the package's folder without running the package's
+    `__init__`, which finds that folder through `inspect` (a scan of every module loaded, a
+    noticeable part of a one-shot query's start); the package's own loading where the file
+    is not found there."""
+    spec = importlib.util.find_spec("blingfire")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(folder) / _LIBRARY_FILE).is_file():
+            return cdll.LoadLibrary(str(Path(folder) / _LIBRARY_FILE))
+    import blingfire
+
+    return blingfire.blingfire
+
+
+#: BlingFire's Python wrapper makes a new ctypes buffer type per call, most of its cost a
+#: sentence; a buffer kept per thread avoids that (a build tokenises every sentence;
+#: docs/benchmarks.md, "Speed").
+_LIB = _library()
 _buffers = threading.local()
 
 

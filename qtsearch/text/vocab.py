@@ -55,11 +55,15 @@ class Vocab:
         `fold_case`: a token unknown as written gets the id of another casing of it."""
         get = self.index.get
         if fold_case:
-            folded = self.folded.get
-            ids = [get(t) or folded(t.casefold(), 1) for t in tokens[:max_len]]
+            ids = [get(t) or self._folded_id(t) for t in tokens[:max_len]]
         else:
             ids = [get(t, 1) for t in tokens[:max_len]]
         return ids or [1]
+
+    def _folded_id(self, token: str) -> int:
+        """The id of another casing of a token unknown as written (<unk>'s, 1, if none): the
+        casefolded map is made here, on the first such token."""
+        return self.folded.get(token.casefold(), 1)
 
     def knows(self, token: str) -> bool:
         """Whether `token` has an id of its own, as written or in another casing."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 from qtsearch import load_encoder
 from qtsearch.app.demo import CORPUS, ensure_demo_index
 from qtsearch.encoders.base import DEFAULT_MODEL
-from qtsearch.encoders.files import latest_validation, read_config
+from qtsearch.encoders.files import fingerprint, latest_validation, read_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,6 +58,26 @@ def test_shipped_model_encodes_identically_after_reload() -> None:
     assert np.array_equal(first.encode(sentences), again.encode(sentences))
     one_by_one = np.stack([first.encode([s])[0] for s in sentences])
     np.testing.assert_allclose(one_by_one, first.encode(sentences), rtol=1e-5, atol=1e-6)
+
+
+def test_a_fingerprint_is_kept_under_the_files_identity_and_never_outlives_a_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QTSEARCH_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "model"
+    shutil.copytree(DEFAULT_MODEL, model)
+    first = fingerprint(model)
+    assert len(list((tmp_path / "cache" / "fingerprints").iterdir())) == 1
+    assert fingerprint(model) == first == fingerprint(DEFAULT_MODEL)  # kept, and the content's
+    weights = model / "weights.safetensors"
+    st = weights.stat()
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # one bit of the last weight, size and modification time put back
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert fingerprint(model) != first
+    (tmp_path / "file").write_text("")  # a cache that cannot be made: hashed every time
+    monkeypatch.setenv("QTSEARCH_CACHE", str(tmp_path / "file" / "cache"))
+    assert fingerprint(DEFAULT_MODEL) == first
 
 
 def test_a_query_converts_only_its_rows_and_a_build_the_whole_table_once() -> None:

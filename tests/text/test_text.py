@@ -151,6 +151,14 @@ def test_vocab_is_frequency_ranked_deterministic_and_truncates(tmp_path: Path) -
         Vocab.load(tmp_path / "bad.json")
 
 
+def test_case_fallback_is_made_only_when_a_word_is_missing_as_written() -> None:
+    v = Vocab(["<pad>", "<unk>", "Paris", "paris", "dog"])
+    assert v.encode(["Paris", "dog"], 5, fold_case=True) == [2, 4]
+    assert "folded" not in vars(v)  # every word known as written: no casefolded map built
+    assert v.encode(["PARIS", "Dog", "cat"], 5, fold_case=True) == [2, 4, 1]  # most frequent
+    assert "folded" in vars(v)
+
+
 def test_token_corpus_round_trips_the_text(shared_data: Path, tmp_path: Path) -> None:
     book = shared_data / "gutenberg" / "0003-austen-jane--emma.txt.gz"
     tc = TokenCorpus.build([str(book)], tmp_path / "tc", split=True, vocab_size=50_000, max_len=50)
