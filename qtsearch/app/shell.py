@@ -94,7 +94,7 @@ def within(reranker: Reranker | None, count: int) -> Reranker | None:
     (the loaded encoder is shared, nothing loads again)."""
     if reranker is None or reranker.depth <= count:
         return reranker
-    return Reranker(reranker.encoder, count)
+    return reranker.deeper(count)
 
 
 def show_hits(console: Console, hits: Sequence[Hit], title: str | None = None,
@@ -145,6 +145,10 @@ def how_fused(why: dict[str, Any]) -> str:
                    "this query's candidates")
     elif why.get("fusion") == "rrf":
         formula = "score = Σ 1 / (60 + rank) over the legs"
+    elif why.get("mode") == "rerank" and why.get("rerank_weight", 1.0) < 1.0:
+        r = why["rerank_weight"]
+        formula = (f"score = {1 - r:.2f} × z(first stage) + {r:.2f} × z(re-ranker's cosine), "
+                   "each z over this query's re-ranked hits")
     else:
         formula = {"semantic": "score = the cosine", "lexical": "score = BM25",
                    "rerank": "score = the re-ranker's cosine"}.get(why.get("mode") or "", "")
@@ -266,7 +270,7 @@ class Shell:
                     else RERANK_DEPTH
                 same = self.rerank is not None and self.rerank.name == args[0]
                 # a new depth for the same encoder keeps it loaded (loading one takes seconds)
-                self.rerank = Reranker(self.rerank.encoder if same else args[0], depth)
+                self.rerank = self.rerank.deeper(depth) if same else Reranker(args[0], depth)
             self.console.print(f"rerank: {self._rerank_text()}", highlight=False)
         elif name == ":explain":
             if rest:

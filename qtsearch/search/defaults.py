@@ -13,3 +13,8 @@ TOP_K = 10
 #: "Re-ranking"): MiniLM re-ranking the default hybrid hits scored mean paraphrase MRR@10 0.915
 #: at depth 30 and at 10, TREC P@10 0.507 at 30 against 0.483 at 10.
 RERANK_DEPTH = 30
+
+#: The re-ranker's share of a re-ranked hit's score, the first stage's the rest (each a z-score
+#: over the re-ranked hits), chosen on answer retrieval and the paraphrase sets together
+#: (docs/benchmarks.md, "Re-ranking with a stronger encoder").
+RERANK_WEIGHT = 0.5

@@ -131,6 +131,8 @@ class Explainer:
         basis = getattr(hits, "basis", None)
         shared: dict[str, Any] = {"query_terms": terms, "composed": composed,
                                   "weak_below": self.weak}
+        if getattr(hits, "rerank_weight", None) is not None:
+            shared["rerank_weight"] = hits.rerank_weight
         return [{**self._scores(h, basis), **self._words(h, terms), **shared} for h in hits]
 
     def _words(self, hit: Hit, terms: list[str]) -> dict[str, Any]:

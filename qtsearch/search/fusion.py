@@ -130,7 +130,8 @@ def rrf(legs: Mapping[str, Leg], k: int = RRF_K) -> Leg:
     return dict(sorted(fused.items(), key=lambda kv: -kv[1]))
 
 
-def _z(values: np.ndarray) -> np.ndarray:
+def standardised(values: np.ndarray) -> np.ndarray:
+    """Each value's z-score among `values` (all 0 when they are all equal)."""
     std = float(values.std())
     return (values - values.mean()) / std if std > 1e-12 else np.zeros_like(values)
 
@@ -157,8 +158,8 @@ def convex(semantic: Leg, lexical: Leg, lexical_complete: bool,
         floor = min(semantic.values()) if semantic else 0.0
         fill = known.tolist() if known is not None else [floor] * len(missing)
         sem.update(zip(missing, fill, strict=True))
-    s = _z(np.array([sem[i] for i in union]))
-    lx = _z(np.array([lex[i] for i in union]))
+    s = standardised(np.array([sem[i] for i in union]))
+    lx = standardised(np.array([lex[i] for i in union]))
     mixed = weight * lx + (1.0 - weight) * s
     order = np.argsort(-mixed, kind="stable")
     fused = {union[j]: float(mixed[j]) for j in order}

@@ -127,14 +127,17 @@ class Results(list[Hit]):
     """The hits of one query, best first (a plain list to compare and iterate); `note`: a
     warning about the query itself (most of its words unknown to the model, no match, no
     good match), or None; `query`, where the caller set it (qtsearch.Index does); and
-    `basis`, how the engine ranked them (qtsearch.search.explain), where it did."""
+    `basis`, how the engine ranked them (qtsearch.search.explain), where it did; re-ranked,
+    `rerank_weight`: the re-ranker's share of each score (qtsearch.search.rerank)."""
 
     def __init__(self, hits: Iterable[Hit] = (), note: str | None = None,
-                 query: str | None = None, basis: Basis | None = None):
+                 query: str | None = None, basis: Basis | None = None,
+                 rerank_weight: float | None = None):
         super().__init__(hits)
         self.note = note
         self.query = query
         self.basis = basis
+        self.rerank_weight = rerank_weight
 
 
 def fold(results: Results, k: int, by: str) -> Results:
@@ -158,7 +161,8 @@ def fold(results: Results, k: int, by: str) -> Results:
     if by == "doc":
         order = [dataclasses.replace(h, passages=tuple(docs[h.doc][1:1 + DOC_PASSAGES]))
                  for h in order[:k]]
-    return Results(order[:k], results.note, results.query, results.basis)
+    return Results(order[:k], results.note, results.query, results.basis,
+                   results.rerank_weight)
 
 
 def check_unit(by: str) -> None:

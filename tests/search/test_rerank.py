@@ -12,7 +12,7 @@ from qtsearch.app.cli import main
 from qtsearch.app.commands.common import RERANK_DEPTH_OPT
 from qtsearch.core.errors import UsageError
 from qtsearch.encoders.registry import load_encoder
-from qtsearch.search.defaults import RERANK_DEPTH
+from qtsearch.search.defaults import RERANK_DEPTH, RERANK_WEIGHT
 from qtsearch.search.rerank import Reranker
 
 QUERY = "She was very happy to see him again."
@@ -31,19 +31,30 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "semantic", "lexical"])
-def test_reranked_hits_are_the_first_hits_in_the_rerankers_order(api, minilm, mode):
+@pytest.mark.parametrize("weight", [RERANK_WEIGHT, 1.0])
+def test_reranked_hits_are_the_first_hits_in_the_fused_order(api, minilm, mode, weight):
+    """The score is (1 - weight) · z(first stage) + weight · z(MiniLM's cosine), each z over the
+    re-ranked hits, computed here from MiniLM's own vectors; weight 1: the cosine alone."""
     first = api.search(QUERY, 12, mode)[0]
-    got = api.search(QUERY, 5, mode, rerank=minilm)[0]
+    got = api.search(QUERY, 5, mode, rerank=minilm.deeper(12) if weight == minilm.weight
+                     else Reranker(minilm.encoder, 12, weight=weight))[0]
     vectors = load_encoder("minilm", "cpu").encode([QUERY, *(h.text for h in first)],
                                                    normalize=True)
-    cosines = vectors[1:] @ vectors[0]
-    want = np.argsort(-cosines, kind="stable")[:5]
+    cosines = (vectors[1:] @ vectors[0]).astype(np.float64)
+    firsts = np.array([h.score for h in first])
+
+    def z(x: np.ndarray) -> np.ndarray:
+        return (x - x.mean()) / x.std()
+
+    fused = cosines if weight == 1.0 else (1 - weight) * z(firsts) + weight * z(cosines)
+    want = np.argsort(-fused, kind="stable")[:5]
     assert [h.id for h in got] == [first[j].id for j in want]
-    np.testing.assert_allclose([h.score for h in got], cosines[want], atol=1e-5)
+    np.testing.assert_allclose([h.score for h in got], fused[want], atol=1e-4)
     assert [h.score for h in got] == sorted((h.score for h in got), reverse=True)
     for h in got:
         j = next(i for i, f in enumerate(first) if f.id == h.id)
-        assert h.legs["first"] == first[j].score and h.legs["rerank"] == h.score
+        assert h.legs["first"] == first[j].score
+        assert h.legs["rerank"] == pytest.approx(cosines[j], abs=1e-5)
         assert {k: v for k, v in h.legs.items() if k not in ("first", "rerank")} == first[j].legs
 
 
@@ -76,6 +87,9 @@ def test_reranking_finds_what_the_first_stage_ranked_lower(api, minilm):
 def test_bad_depth_and_filters(api, minilm):
     with pytest.raises(UsageError, match="at least 1"):
         Reranker("minilm", depth=0)
+    for weight in (-0.1, 1.5):
+        with pytest.raises(UsageError, match="between 0 and 1"):
+            Reranker(minilm.encoder, weight=weight)
     assert RERANK_DEPTH_OPT.default == RERANK_DEPTH  # the CLI reads the library's
     hits = api.search(QUERY, 4, where={"doc": 1}, rerank=minilm)[0]
     assert hits and all(h.doc == 1 for h in hits)
