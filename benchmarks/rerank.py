@@ -10,14 +10,15 @@ in one call, then the ordering. Depths are interleaved query by query so every d
 same load. Prints p50 and p90 per depth, the load time, and the one-shot command's median wall
 time.
 
-`--runtimes torch onnx` measures each way of running MiniLM's small calls (torch, ONNX Runtime;
-"auto" is what `--rerank minilm` picks): each pass over the queries runs in a process of its
-own, the runtimes taking turns, and the load is each process's. It then checks that each
-query's re-ranked order of all `depth` hits is the same for every runtime (printing any
-difference) and gives the least cosine between their vectors.
+`--runtimes torch onnx int8` measures each way of running MiniLM's small calls (torch, ONNX
+Runtime's float graph, its int8 copy; "auto" is the float choice of `MiniLM()`, and
+`--rerank minilm` loads int8 where ONNX Runtime is installed): each pass over the queries
+runs in a process of its own, the runtimes taking turns, and the load is each process's. It
+then compares each query's re-ranked order of all `depth` hits under every runtime (printing
+any difference) and gives the least cosine between their vectors.
 
     python benchmarks/rerank.py --repeats 5
-    python benchmarks/rerank.py --repeats 5 --runtimes torch onnx
+    python benchmarks/rerank.py --repeats 5 --runtimes torch onnx int8
 """
 
 from __future__ import annotations
@@ -76,16 +77,26 @@ def compare(rerankers: dict, first: dict) -> None:
           f"least cosine between runtimes {least:.7f}\n")
 
 
+#: The benchmark's runtimes: MiniLM's, and "int8" (ONNX Runtime's int8 graph, the re-ranker's).
+BENCH_RUNTIMES = (*RUNTIMES, "int8")
+
+
+def minilm(runtime: str) -> MiniLM:
+    return MiniLM("cpu", runtime="onnx", int8=True) if runtime == "int8" \
+        else MiniLM("cpu", runtime=runtime)
+
+
 def timed(args: argparse.Namespace, runtime: str, index: Path) -> dict:
     """One process's measurement of one runtime: its load, warm-up and each re-ranking's
     seconds by depth."""
     import qtsearch
 
     t0 = time.perf_counter()
-    encoder = MiniLM("cpu", runtime=runtime)
+    encoder = minilm(runtime)
     t1 = time.perf_counter()
     encoder.warm_up()  # ONNX Runtime's session starts here (and exports the first time)
-    out = {"load": t1 - t0, "warm": time.perf_counter() - t1, "ran": encoder.runtime,
+    ran = f"{encoder.runtime} int8" if encoder.int8 else encoder.runtime
+    out = {"load": t1 - t0, "warm": time.perf_counter() - t1, "ran": ran,
            "times": {d: [] for d in args.depths}}
     reranker = qtsearch.Reranker(encoder, max(args.depths))
     with qtsearch.Index.open(index) as idx:
@@ -107,7 +118,7 @@ def main() -> None:
     ap.add_argument("--depths", type=int, nargs="+", default=[10, 30])
     ap.add_argument("--repeats", type=int, default=5, help="passes over the eight queries")
     ap.add_argument("--one-shot-runs", type=int, default=3)
-    ap.add_argument("--runtimes", nargs="+", choices=RUNTIMES, default=["auto"],
+    ap.add_argument("--runtimes", nargs="+", choices=BENCH_RUNTIMES, default=["auto"],
                     help="how MiniLM runs the re-ranker's encodings, each loaded and timed")
     ap.add_argument("--one-pass", action="store_true", help=argparse.SUPPRESS)  # a child
     args = ap.parse_args()
@@ -132,7 +143,7 @@ def main() -> None:
                 check=True, capture_output=True, text=True)
             runs[runtime].append(json.loads(child.stdout.strip().splitlines()[-1]))
     if len(args.runtimes) > 1:
-        rerankers = {r: qtsearch.Reranker(MiniLM("cpu", runtime=r), max(args.depths))
+        rerankers = {r: qtsearch.Reranker(minilm(r), max(args.depths))
                      for r in args.runtimes}
         with qtsearch.Index.open(index) as idx:
             compare(rerankers, {d: [idx.search(q, d) for q in QUERIES] for d in args.depths})

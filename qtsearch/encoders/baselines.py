@@ -76,10 +76,15 @@ class MiniLM(BatchEncoder):
 
     path = "minilm"  # the name `load_encoder` takes, written to an index's manifest
 
-    def __init__(self, device: str = "auto", inner_batch: int = 64, runtime: str = "auto"):
+    def __init__(self, device: str = "auto", inner_batch: int = 64, runtime: str = "auto",
+                 int8: bool = False):
         """`runtime` runs the small calls (`encode_batch`): "onnx" through ONNX Runtime
         (`qtsearch.encoders.minilm_onnx`), "torch" through sentence-transformers, "auto" ONNX
-        Runtime on a CPU when it is installed, else torch."""
+        Runtime on a CPU when it is installed, else torch. `int8`: ONNX Runtime's small calls
+        through the graph's int8 copy, twice as fast, for vectors that are only compared with
+        one another (re-ranking: cosine ≥ 0.97 to the float ones, the same relevance;
+        docs/benchmarks.md, "Re-ranking with a stronger encoder"); an index's query vectors,
+        compared with torch's document vectors, stay float."""
         if runtime not in RUNTIMES:
             raise UsageError(f"MiniLM's runtime is one of {', '.join(RUNTIMES)}, not {runtime!r}")
         if runtime == "onnx" and not onnx_importable():
@@ -103,6 +108,7 @@ class MiniLM(BatchEncoder):
         if runtime == "auto":
             runtime = "onnx" if self.device.type == "cpu" and onnx_importable() else "torch"
         self.runtime = runtime
+        self.int8 = int8
         self._onnx: OnnxMiniLM | None = None  # made by the first small call
         self._onnx_lock = threading.Lock()
 
@@ -115,7 +121,7 @@ class MiniLM(BatchEncoder):
 
                 try:
                     self._onnx = OnnxMiniLM(self.model, self.fingerprint,
-                                            torch.get_num_threads())
+                                            torch.get_num_threads(), self.int8)
                 except Exception:
                     if self._strict:
                         raise

@@ -17,6 +17,7 @@ import logging
 import os
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,24 @@ def onnx_importable() -> bool:
     return True
 
 
-def graph_path(fingerprint: str) -> Path:
-    """Where the exported graph of the weights `fingerprint` names lives (OSError when the
-    cache cannot be made)."""
-    return cache_dir("onnx") / f"minilm-{fingerprint}.onnx"
+def graph_path(fingerprint: str, int8: bool = False) -> Path:
+    """Where the exported graph of the weights `fingerprint` names lives, or its int8 copy
+    (OSError when the cache cannot be made)."""
+    return cache_dir("onnx") / f"minilm-{fingerprint}{'-int8' if int8 else ''}.onnx"
+
+
+@contextlib.contextmanager
+def _written(path: Path) -> Iterator[Path]:
+    """A temporary file beside `path`, renamed to it when the block ends without error (a
+    process that finds the file finds all of it), removed otherwise."""
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def export(model: Any, path: Path) -> None:
@@ -63,35 +78,50 @@ def export(model: Any, path: Path) -> None:
     example = model.tokenizer(["an example", "a longer example sentence"], padding=True,
                               return_tensors="pt")
     axes = {name: {0: "batch", 1: "tokens"} for name in (*INPUTS, "hidden")}
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(name)
-    # The exporter's warnings and log lines are about tracing, once per cache: not the user's.
-    quiet = logging.getLogger("torch.onnx")
+    with _written(path) as tmp, _quiet("torch.onnx"), torch.no_grad():
+        torch.onnx.export(LastHidden().eval(), tuple(example[k] for k in INPUTS), str(tmp),
+                          input_names=list(INPUTS), output_names=["hidden"],
+                          dynamic_axes=axes, opset_version=17, dynamo=False)
+
+
+def quantize(source: Path, path: Path) -> None:
+    """Write the graph at `source` to `path` with its matrix products' weights in int8, one
+    scale per output column, and their inputs quantized as they come (ONNX Runtime's dynamic
+    quantisation), atomically. Only the products: the embeddings and normalisations stay
+    float, which keeps the vectors closest to the float graph's."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with _written(path) as tmp, _quiet("root"):
+        quantize_dynamic(str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
+                         op_types_to_quantize=["MatMul"])
+
+
+@contextlib.contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    """No warnings, log lines (of `logger` under ERROR) or prints: the exporter's and the
+    quantiser's are about tracing and pre-processing, once per cache, not the user's."""
+    quiet = logging.getLogger(None if logger == "root" else logger)
     level = quiet.level
     try:
         quiet.setLevel(logging.ERROR)
         with (warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()),
-              contextlib.redirect_stderr(io.StringIO()), torch.no_grad()):
+              contextlib.redirect_stderr(io.StringIO())):
             warnings.simplefilter("ignore")
-            torch.onnx.export(LastHidden().eval(), tuple(example[k] for k in INPUTS), str(tmp),
-                              input_names=list(INPUTS), output_names=["hidden"],
-                              dynamic_axes=axes, opset_version=17, dynamo=False)
-        os.replace(tmp, path)
+            yield
     finally:
         quiet.setLevel(level)
-        tmp.unlink(missing_ok=True)
 
 
 class OnnxMiniLM:
     """The sentence vectors of a loaded MiniLM (`model`, a SentenceTransformer) computed by
-    ONNX Runtime on `threads` threads. Raises OSError or ONNX Runtime's errors when the graph
-    can neither be read nor written: the caller keeps torch then."""
+    ONNX Runtime on `threads` threads; `int8`: by the graph's int8 copy (`quantize`), made from
+    it once. Raises OSError or ONNX Runtime's errors when the graph can neither be read nor
+    written: the caller keeps torch then."""
 
-    def __init__(self, model: Any, fingerprint: str, threads: int):
+    def __init__(self, model: Any, fingerprint: str, threads: int, int8: bool = False):
         import onnxruntime as ort
 
-        path = graph_path(fingerprint)
+        path = graph_path(fingerprint, int8)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads  # as many as torch's path uses
@@ -102,19 +132,27 @@ class OnnxMiniLM:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.exported = False
         if not path.is_file():
-            export(model, path)
-            self.exported = True
+            self._make(model, fingerprint, int8, again=False)
         try:
             self.session = ort.InferenceSession(str(path), options,
                                                 providers=["CPUExecutionProvider"])
-        except Exception:  # a damaged file (disk full, another tool): export it again
-            export(model, path)
-            self.exported = True
+        except Exception:  # a damaged file (disk full, another tool): made again
+            self._make(model, fingerprint, int8, again=True)
             self.session = ort.InferenceSession(str(path), options,
                                                 providers=["CPUExecutionProvider"])
         self.path = path
         self.tokenizer = model.tokenizer
         self.max_length = int(model.max_seq_length)
+
+    def _make(self, model: Any, fingerprint: str, int8: bool, again: bool) -> None:
+        """Export the graph (`again`: even where a file is, which may be the damaged one) and,
+        for `int8`, quantize it."""
+        source = graph_path(fingerprint)
+        if again or not source.is_file():
+            export(model, source)
+        if int8:
+            quantize(source, graph_path(fingerprint, int8=True))
+        self.exported = True
 
     def encode(self, batch: list[str]) -> np.ndarray:
         """Unit vectors [len(batch), dim] of one padded batch."""

@@ -34,7 +34,8 @@ EXTERNAL_ENCODERS = ("minilm", "model2vec", "glove")
 
 
 def load_encoder(
-    path: str | os.PathLike | None = None, device: str = "auto", precision: str = "auto"
+    path: str | os.PathLike | None = None, device: str = "auto", precision: str = "auto",
+    order_only: bool = False,
 ) -> Encoder | MeanEncoder | ExternalEncoder:
     """Load a model folder (None: the shipped default model), or an encoder by name
     (EXTERNAL_ENCODERS: all-MiniLM-L6-v2, model2vec distilled from it, mean GloVe), which has
@@ -44,9 +45,12 @@ def load_encoder(
     within 1e-6, faster than torch on batches, and torch is never imported); `device` "cpu"
     decides that without torch, "auto" asks `cuda_available` whether a GPU is there. A mean
     model with a pieces table (an open vocabulary, qtsearch.encoders.pieces) is `MeanEncoder`
-    on every device: its composed words are rows that only the numpy table has."""
+    on every device: its composed words are rows that only the numpy table has.
+
+    `order_only`: the vectors are only compared with one another (a re-ranker's), so an
+    encoder may compute them faster at a lower precision (MiniLM: `int8`)."""
     if isinstance(path, str) and path in EXTERNAL_ENCODERS:
-        return load_external(path, device)
+        return load_external(path, device, order_only)
     folder = Path(path) if path is not None else default_model_path()
     check_device(device)
     if config_fields(read_config(folder)).encoder == "mean" and (
@@ -56,10 +60,11 @@ def load_encoder(
     return Encoder(folder, device=device, precision=precision)
 
 
-def load_external(name: str, device: str = "auto") -> ExternalEncoder:
-    """One of EXTERNAL_ENCODERS by name; a ModelError names the extra to install if absent."""
+def load_external(name: str, device: str = "auto", order_only: bool = False) -> ExternalEncoder:
+    """One of EXTERNAL_ENCODERS by name (`order_only`: as `load_encoder`); a ModelError names
+    the extra to install if absent."""
     if name == "minilm":
-        return MiniLM(device=device)
+        return MiniLM(device=device, int8=order_only)
     if name == "model2vec":
         return Model2Vec(device=device)
     if name == "glove":

@@ -28,6 +28,15 @@ from qtsearch.search.fusion import standardised
 from qtsearch.search.hits import Results
 
 
+def fused(first: np.ndarray, cosines: np.ndarray, weight: float) -> np.ndarray:
+    """The re-ranked score of each hit: `(1 - weight) · z(first) + weight · z(cosines)`, each z
+    over these hits; the cosines themselves at weight 1."""
+    if weight >= 1.0:
+        return cosines
+    return ((1.0 - weight) * standardised(np.asarray(first, dtype=np.float64))
+            + weight * standardised(np.asarray(cosines, dtype=np.float64)))
+
+
 class Reranker:
     """An encoder that re-scores hits: `reranker(queries, results, k)`. `encoder` is anything
     `load_encoder` takes (minilm, model2vec, glove, a model folder) or an encoder already
@@ -43,7 +52,9 @@ class Reranker:
             raise UsageError(f"the re-ranker's weight must be between 0 and 1, not {weight}")
         self.depth = depth
         self.weight = weight
-        self.encoder = load_encoder(encoder, device) if isinstance(encoder, str) else encoder
+        # a re-ranker only compares its vectors with one another: the faster kind will do
+        self.encoder = load_encoder(encoder, device, order_only=True) \
+            if isinstance(encoder, str) else encoder
         self.name = encoder if isinstance(encoder, str) else str(encoder.path)
 
     def deeper(self, depth: int) -> Reranker:
@@ -63,9 +74,7 @@ class Reranker:
             query, found = vectors[at], vectors[at + 1 : at + 1 + len(hits)]
             at += 1 + len(hits)
             cosines = found @ query
-            scores = cosines if self.weight >= 1.0 else (
-                (1.0 - self.weight) * standardised(np.array([h.score for h in hits]))
-                + self.weight * standardised(cosines.astype(np.float64)))
+            scores = fused(np.array([h.score for h in hits]), cosines, self.weight)
             order = np.argsort(-scores, kind="stable")[:k]
             reranked.append(Results(
                 [dataclasses.replace(hits[j], score=float(scores[j]),

@@ -209,7 +209,8 @@ def run_benchmark(tasks: Sequence[RelevanceTask], systems: Sequence[System],
     for s in systems:
         by_model.setdefault(lexical_on if s.mode == LEXICAL else s.model, []).append(s)
     encoders = {m: query_encoder(_model_arg(m), device) for m in by_model}  # one load each
-    rerank_encoders = {s.rerank: load_encoder(s.rerank, device) for s in systems if s.rerank}
+    rerank_encoders = {s.rerank: load_encoder(s.rerank, device, order_only=True)
+                       for s in systems if s.rerank}
     rerankers = {(s.rerank, s.depth): Reranker(rerank_encoders[s.rerank], s.depth)
                  for s in systems if s.rerank}
     for task in tasks:
