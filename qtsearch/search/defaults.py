@@ -17,4 +17,4 @@ RERANK_DEPTH = 30
 #: The re-ranker's share of a re-ranked hit's score, the first stage's the rest (each a z-score
 #: over the re-ranked hits), chosen on answer retrieval and the paraphrase sets together
 #: (docs/benchmarks.md, "Re-ranking with a stronger encoder").
-RERANK_WEIGHT = 0.5
+RERANK_WEIGHT = 0.6
