@@ -63,8 +63,10 @@ class Record(Sentence):
     def to_dict(self) -> dict[str, Any]:
         """The id, then the fields, without the article ones where the sentence has none
         (other text)."""
-        d = {k: v for k, v in dataclasses.asdict(self).items()
-             if v is not None or k not in ARTICLE_FIELDS}
+        # the fields as they are (not dataclasses.asdict, whose deep copy of every hit was a
+        # tenth of a served query's work): a subclass copies what is mutable
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+             if getattr(self, f.name) is not None or f.name not in ARTICLE_FIELDS}
         return {"id": d.pop("id"), **d}
 
     def origin(self) -> str:
@@ -93,7 +95,8 @@ class Hit(Record):
         d.pop("score")
         legs = d.pop("legs")
         d.pop("passages")
-        shaped = {"id": d.pop("id"), "score": self.score, **d, "legs": legs}
+        shaped = {"id": d.pop("id"), "score": self.score, **d,
+                  "legs": dict(legs) if legs is not None else None}
         if self.passages is not None:
             shaped["passages"] = [p.to_dict() for p in self.passages]
         return shaped
