@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from qtsearch.core.config import with_umask
 from qtsearch.core.paths import cache_dir
 
 #: The graph's inputs, as BERT's forward takes them.
@@ -54,6 +55,7 @@ def _written(path: Path) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
+        with_umask(tmp)  # mkstemp's 0600 would keep the cache from another user
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
