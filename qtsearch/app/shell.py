@@ -125,6 +125,10 @@ def _write(console: Console, lines: list[str]) -> None:
     console.file.flush()
 
 
+def _score_cell(leg: dict[str, Any] | None) -> str:
+    return "-" if leg is None or leg.get("score") is None else f"{leg['score']:.3f}"
+
+
 def _leg_cell(leg: dict[str, Any] | None) -> str:
     """One leg of one hit: its score, its rank among the leg's own candidates and, fused,
     its z-score and part of the fused score."""
@@ -161,15 +165,21 @@ def how_fused(why: dict[str, Any]) -> str:
 
 def show_explained(console: Console, explained: Sequence[dict[str, Any]]) -> None:
     """Why each hit ranks where it does: each leg's score and rank, z-score and part of the
-    fused score, and the query terms it holds; then how the score is made."""
-    rows = [(str(n), _leg_cell(why["legs"].get("semantic")), _leg_cell(why["legs"].get(
-        "lexical")), ", ".join(why["matched"]) + (" (weak)" if why["weak"] else "")
+    fused score (re-ranked: the first stage's score and the re-ranker's cosine, which the
+    score fuses), and the query terms it holds; then how the score is made."""
+    reranked = explained[0].get("mode") == "rerank"
+    legs = ("first", "rerank") if reranked else ("semantic", "lexical")
+    cell = _score_cell if reranked else _leg_cell
+    rows = [(str(n), cell(why["legs"].get(legs[0])), cell(why["legs"].get(legs[1])),
+             ", ".join(why["matched"]) + (" (weak)" if why["weak"] else "")
              + (" (fragment: ranked below sentences)" if why["fragment"] else ""))
             for n, why in enumerate(explained, 1)]
     if console.is_terminal:
         table = Table(title="why", title_justify="left", caption=how_fused(explained[0]),
                       caption_justify="left")
-        for name in ("#", "semantic (cosine)", "lexical (BM25)", "matched terms"):
+        heads = ("first stage", "re-ranker (cosine)") if reranked \
+            else ("semantic (cosine)", "lexical (BM25)")
+        for name in ("#", *heads, "matched terms"):
             table.add_column(name, justify="right" if name == "#" else "left", overflow="fold")
         for row in rows:
             table.add_row(*row)

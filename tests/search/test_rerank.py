@@ -116,6 +116,20 @@ def test_cli_rerank(capsys, flat):
     assert code != 0 and err.startswith("qtsearch: error:") and err.count("\n") == 1
 
 
+def test_cli_explains_a_reranked_hit_by_its_two_fused_scores(capsys, flat):
+    args = ("search", str(flat), QUERY, "-k", "3", "--rerank", "minilm", "--rerank-depth", "8")
+    code, out, _ = run(capsys, *args, "--json")
+    assert code == 0
+    legs = [(h["legs"]["first"], h["legs"]["rerank"]) for h in json.loads(out)[0]["hits"]]
+    code, out, _ = run(capsys, *args, "--explain")
+    assert code == 0
+    why = out.split("why\n", 1)[1].splitlines()
+    assert [row.split("\t")[1:3] for row in why[:3]] == [[f"{f:.3f}", f"{r:.3f}"]
+                                                          for f, r in legs]
+    assert why[3].startswith(f"score = {1 - RERANK_WEIGHT:.2f} × z(first stage) + "
+                             f"{RERANK_WEIGHT:.2f} × z(re-ranker's cosine)")
+
+
 @pytest.mark.slow
 def test_shell_rerank(flat, api, minilm, tmp_path):
     from shell_helpers import ask, leave, spawn
