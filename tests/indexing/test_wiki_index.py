@@ -16,7 +16,7 @@ from cli_helpers import as_built
 from rich.console import Console
 
 from qtsearch.app.cli import main
-from qtsearch.app.shell import hits_table
+from qtsearch.app.hit_tables import hits_table
 from qtsearch.core.errors import UsageError
 from qtsearch.index.store import MetadataStore
 from qtsearch.indexing.append import add_to_index

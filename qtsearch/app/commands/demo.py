@@ -20,8 +20,8 @@ def demo(
     quietly with a finished index, never a half-written one.
     """
     from qtsearch.app.demo import ANALOGY, ANALOGY_NOTE, QUERIES, ensure_demo_index
+    from qtsearch.app.hit_tables import show_hits
     from qtsearch.app.progress_bars import RichReporter
-    from qtsearch.app.shell import show_hits
     from qtsearch.lifecycle.facade import Index
 
     path = ensure_demo_index(out_dir, RichReporter(True, err))

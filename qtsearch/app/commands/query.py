@@ -98,7 +98,7 @@ def _print(answers: list[Answer], as_json: bool, titles: list[str] | None = None
 
     if as_json:
         print_json([answer_json(q, hits, e, explainer) for q, hits, e in answers])
-    from qtsearch.app.shell import show_hits
+    from qtsearch.app.hit_tables import show_hits
 
     for n, (q, hits, e) in enumerate(answers):
         if e is not None:
