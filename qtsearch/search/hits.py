@@ -65,8 +65,8 @@ class Record(Sentence):
         (other text)."""
         # the fields as they are (not dataclasses.asdict, whose deep copy of every hit was a
         # tenth of a served query's work): a subclass copies what is mutable
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-             if getattr(self, f.name) is not None or f.name not in ARTICLE_FIELDS}
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d = {k: v for k, v in fields.items() if v is not None or k not in ARTICLE_FIELDS}
         return {"id": d.pop("id"), **d}
 
     def origin(self) -> str:
