@@ -9,7 +9,7 @@ each built with `build-index`'s code path (cached, shared with `qtsearch bench r
 - paraphrases: the relevance benchmark's paraphrase tasks (STSB-train, STSB-dev, MSRP, SICK;
   MRR@10, their mean), `--per-task` queries of each, evenly spaced.
 Each query and its hits are encoded once by all-MiniLM-L6-v2 in ONNX Runtime, float and int8
-(the re-ranker's small calls), then ordered by `qtsearch.search.rerank.fused` at each weight:
+(the re-ranker's small calls), then ordered by `qtsearch.search.fusion.fused` at each weight:
 w = 1 is the cosine alone, w = 0 the first stage.
 
     python benchmarks/rerank_weight.py --weights 0.4 0.5 0.6 0.7 0.8 1.0
@@ -31,7 +31,7 @@ from qtsearch.evaluation.retrieval import answer_retrieval
 from qtsearch.evaluation.retrieval.retrieval_run import collection_index
 from qtsearch.lifecycle import Index
 from qtsearch.lifecycle.querying import query_encoder
-from qtsearch.search.rerank import fused
+from qtsearch.search.fusion import fused
 
 PARAPHRASE = ("STSB-train", "STSB-dev", "MSRP", "SICK")
 #: A query's first stage, each re-ranker's cosines, and how a ranking of its hits scores.

@@ -75,12 +75,13 @@ def _score_cell(leg: dict[str, Any] | None) -> str:
 
 
 def _leg_cell(leg: dict[str, Any] | None) -> str:
-    """One leg of one hit: its score, its rank among the leg's own candidates and, fused,
-    its z-score and part of the fused score."""
+    """One leg of one hit: its score, its rank among the leg's own candidates (where it has
+    one) and, fused, its z-score and part of the fused score."""
     if leg is None or leg.get("score") is None:
         return "-"
     rank = leg.get("rank")
-    text = f"{leg['score']:.3f} ({f'#{rank}' if rank is not None else 'filled in'})"
+    text = f"{leg['score']:.3f}" if "rank" not in leg \
+        else f"{leg['score']:.3f} ({f'#{rank}' if rank is not None else 'filled in'})"
     if "z" in leg:
         return f"{text} z {leg['z']:+.2f} → {leg['part']:+.3f}"
     return f"{text} → {leg['part']:.4f}" if "part" in leg else text
@@ -101,6 +102,11 @@ def how_fused(why: dict[str, Any]) -> str:
     else:
         formula = {"semantic": "score = the cosine", "lexical": "score = BM25",
                    "rerank": "score = the re-ranker's cosine"}.get(why.get("mode") or "", "")
+    aligned = why.get("aligned")
+    if aligned is not None:
+        a = aligned["alignment_weight"]
+        formula = (f"score = {1 - a:.2f} × z(first stage) + {a:.2f} × z(word alignment), "
+                   f"each z over the re-scored hits; first stage: {formula}")
     weak = why.get("weak_below")
     return "; ".join(p for p in (
         formula, f"query terms: {', '.join(why['query_terms']) or 'none'}",
@@ -111,11 +117,15 @@ def how_fused(why: dict[str, Any]) -> str:
 def show_explained(console: Console, explained: Sequence[dict[str, Any]]) -> None:
     """Why each hit ranks where it does: each leg's score and rank, z-score and part of the
     fused score (re-ranked: the first stage's score and the re-ranker's cosine, which the
-    score fuses), and the query terms it holds; then how the score is made."""
+    score fuses; re-scored by word alignment: the first stage's score and the alignment, with
+    their z and parts), and the query terms it holds; then how the score is made."""
     reranked = explained[0].get("mode") == "rerank"
+    aligned = "aligned" in explained[0]
     legs = ("first", "rerank") if reranked else ("semantic", "lexical")
     cell = _score_cell if reranked else _leg_cell
     rows = [(str(n), cell(why["legs"].get(legs[0])), cell(why["legs"].get(legs[1])),
+             *((_leg_cell(why["aligned"]["first"]), _leg_cell(why["aligned"]["alignment"]))
+               if aligned else ()),
              ", ".join(why["matched"]) + (" (weak)" if why["weak"] else "")
              + (" (fragment: ranked below sentences)" if why["fragment"] else ""))
             for n, why in enumerate(explained, 1)]
@@ -124,6 +134,8 @@ def show_explained(console: Console, explained: Sequence[dict[str, Any]]) -> Non
                       caption_justify="left")
         heads = ("first stage", "re-ranker (cosine)") if reranked \
             else ("semantic (cosine)", "lexical (BM25)")
+        if aligned:
+            heads += ("first stage (fused)", "word alignment")
         for name in ("#", *heads, "matched terms"):
             table.add_column(name, justify="right" if name == "#" else "left", overflow="fold")
         for row in rows:

@@ -87,6 +87,14 @@ class MeanEncoder(FolderEncoder):
         """The word table as float32, converted from the stored rows when first asked for."""
         return self._whole()
 
+    def word_rows(self, text: str) -> np.ndarray:
+        """The float32 rows of the words of `text` (composed and corpus words included), one
+        a token in order: what word alignment compares (qtsearch.search.alignment)."""
+        ids = np.asarray(self.token_ids(text), dtype=np.int64)
+        table = self.open_vocab.table if self.open_vocab is not None else None
+        return (table.take(ids) if table is not None
+                else self.rows[ids].astype(np.float32, copy=False))
+
     def encode_ids(
         self,
         ids: Sequence[list[int]],

@@ -3,10 +3,12 @@
 The engine keeps, for each query, how its hits were ranked (`Basis`: which legs, each leg's
 own order, the fusion and its weight, and the mean and spread the convex fusion normalised each
 leg by). `Explainer` turns that into one explanation per hit: each leg's score and rank, its
-z-score and its part of the fused score (the parts add up to the fused score), the query's
-stemmed terms the hit holds (the BM25 analyzer run on the query and on the hit's text), the
-query's composed words, whether the hit's cosine is under the model's weak-match threshold,
-and whether the hit is a fragment ranked below the sentences (qtsearch.search.hits.is_fragment).
+z-score and its part of the fused score (the parts add up to the fused score), where word
+alignment re-scored the first hits the first stage's score and the alignment with theirs,
+the query's stemmed terms the hit holds (the BM25 analyzer run on the query and on the hit's
+text), the query's composed words, whether the hit's cosine is under the model's weak-match
+threshold, and whether the hit is a fragment ranked below the sentences
+(qtsearch.search.hits.is_fragment).
 
 A fused score is only comparable within one query (docs/scores.md); a cosine is comparable
 across queries of one model and index, which is what the weak-match threshold rests on.
@@ -22,6 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from qtsearch.encoders.files import DEFAULT_MODEL
+from qtsearch.search.alignment import explained
 from qtsearch.search.fusion import RRF_K, Leg, SearchSettings
 from qtsearch.search.hits import Basis, Hit, LegBasis, Results, is_fragment
 from qtsearch.search.lexical import LexicalSearch, stop_words_note
@@ -146,7 +149,9 @@ class Explainer:
     def _scores(hit: Hit, basis: Basis | None) -> dict[str, Any]:
         """Each leg's score, rank (None: not among the leg's own candidates, its score filled
         in) and, fused, its part of the fused score: weight · z (convex) or 1 / (60 + rank)
-        (rrf). Without a basis (re-ranked hits), the legs' scores only."""
+        (rrf); re-scored by word alignment, `aligned`: the first stage's score and the
+        alignment, each with its z and part of the score (qtsearch.search.alignment.explained).
+        Without a basis (re-ranked hits), the legs' scores only."""
         scores = dict(hit.legs or {})
         if basis is None:
             return {"mode": "rerank" if "rerank" in scores else None, "fusion": None,
@@ -164,5 +169,6 @@ class Explainer:
             elif basis.fusion == "rrf":
                 shown["part"] = 1.0 / (RRF_K + rank) if rank is not None else 0.0
             legs[name] = shown
-        return {"mode": basis.mode, "fusion": basis.fusion, "lexical_weight": w,
-                "score": hit.score, "legs": legs}
+        out = {"mode": basis.mode, "fusion": basis.fusion, "lexical_weight": w,
+               "score": hit.score, "legs": legs}
+        return out | {"aligned": explained(basis.aligned, scores)} if basis.aligned else out

@@ -42,6 +42,12 @@ PASSAGE_LEXICAL_WEIGHT = 0.6
 FEEDBACK = 2.0
 FEEDBACK_HITS = 3
 SENTENCE_TERMS, PASSAGE_TERMS = 20.0, 60.0
+#: Word alignment (qtsearch.search.alignment): its share of a re-scored hit's score, and how
+#: many of the first stage's hits it re-scores. Chosen on SQuAD's development answers, the
+#: paraphrase sets and BEIR's development splits together (docs/retrieval.md, "Word
+#: alignment").
+ALIGNMENT = 0.5
+ALIGNMENT_DEPTH = 30
 
 
 @dataclass(frozen=True)
@@ -52,7 +58,10 @@ class SearchSettings:
 
     `fusion`: one of FUSIONS. `lexical_weight`: BM25's weight in the convex fusion, 0 to 1.
     `feedback`: how far the semantic leg's query vector moves towards the lexical leg's first
-    hits (0: not at all). `candidates`: how many hits each leg offers the fusion. `k1`, `b`:
+    hits (0: not at all). `candidates`: how many hits each leg offers the fusion.
+    `alignment`: word alignment's share of the score of the first `alignment_depth` hits of
+    semantic and hybrid search, 0 (off) to below 1, where the model has a word table
+    (qtsearch.search.alignment). `k1`, `b`:
     BM25's, as the index's BM25 files were built with them. They are build-time settings: the
     files hold each posting's length-normalised term frequency computed with them
     (qtsearch.index.bm25), and SQLite's FTS5 ranks with these same values, so a search cannot
@@ -63,6 +72,8 @@ class SearchSettings:
     lexical_weight: float = LEXICAL_WEIGHT
     feedback: float = 0.0
     candidates: int = CANDIDATES
+    alignment: float = ALIGNMENT
+    alignment_depth: int = ALIGNMENT_DEPTH
     k1: float = K1
     b: float = B
 
@@ -73,10 +84,12 @@ class SearchSettings:
             raise UsageError(f"lexical_weight must be between 0 and 1 (got {self.lexical_weight})")
         if not self.feedback >= 0.0:
             raise UsageError(f"feedback must be 0 or more (got {self.feedback})")
-        if isinstance(self.candidates, bool) or not isinstance(self.candidates, int) \
-                or self.candidates < 1:
-            raise UsageError(f"candidates must be a whole number, 1 or more "
-                             f"(got {self.candidates!r})")
+        for name in ("candidates", "alignment_depth"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"{name} must be a whole number, 1 or more (got {value!r})")
+        if not 0.0 <= self.alignment < 1.0:
+            raise UsageError(f"alignment must be 0 or more and below 1 (got {self.alignment})")
 
     def for_search(self, asked: SearchSettings | None) -> SearchSettings:
         """The settings one search of an index whose own are these runs with: `asked`, or
@@ -134,6 +147,15 @@ def standardised(values: np.ndarray) -> np.ndarray:
     """Each value's z-score among `values` (all 0 when they are all equal)."""
     std = float(values.std())
     return (values - values.mean()) / std if std > 1e-12 else np.zeros_like(values)
+
+
+def fused(first: np.ndarray, second: np.ndarray, weight: float) -> np.ndarray:
+    """A second stage's score of each hit (re-ranking, word alignment): `(1 - weight) ·
+    z(first) + weight · z(second)`, each z over these hits; `second` itself at weight 1."""
+    if weight >= 1.0:
+        return second
+    return ((1.0 - weight) * standardised(np.asarray(first, dtype=np.float64))
+            + weight * standardised(np.asarray(second, dtype=np.float64)))
 
 
 def convex(semantic: Leg, lexical: Leg, lexical_complete: bool,

@@ -113,13 +113,26 @@ class LegBasis:
 
 
 @dataclass(frozen=True)
+class Aligned:
+    """The word-alignment stage of one query (qtsearch.search.alignment): its `weight` in a
+    hit's score, and the mean and standard deviation of the first stage's scores (`first`) and
+    of the alignments (`words`) over the hits it re-scored (the z of each)."""
+
+    weight: float
+    first: tuple[float, float]
+    words: tuple[float, float]
+
+
+@dataclass(frozen=True)
 class Basis:
     """How one query's hits were ranked: `legs` by name ("semantic", "lexical"), `fusion`
-    ("convex" or "rrf") and BM25's `lexical_weight` where both legs were fused, else None."""
+    ("convex" or "rrf") and BM25's `lexical_weight` where both legs were fused, else None;
+    `aligned`: the word-alignment stage where one re-scored the first hits."""
 
     legs: dict[str, LegBasis]
     fusion: str | None = None
     lexical_weight: float | None = None
+    aligned: Aligned | None = None
 
     @property
     def mode(self) -> str:

@@ -7,13 +7,17 @@ import contextlib
 import os
 from pathlib import Path
 
+from qtsearch.core.device import placement
 from qtsearch.core.errors import ModelError, UnusableIndex
 from qtsearch.encoders.base import FolderEncoder
 from qtsearch.encoders.corpus_words import with_corpus_words
 from qtsearch.encoders.registry import EXTERNAL_ENCODERS, load_encoder
-from qtsearch.index.backend import VectorBackend
+from qtsearch.index import INDEX_FILE, META_FILE
+from qtsearch.index.backend import VectorBackend, open_backend
 from qtsearch.index.manifest import Manifest
+from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
+from qtsearch.search.lexical import LexicalSearch
 
 
 def model_for(folder: Path, manifest: Manifest,
@@ -41,6 +45,25 @@ def model_for(folder: Path, manifest: Manifest,
             f"but {encoder.path} has fingerprint {encoder.fingerprint}: its vectors do not "
             "match this index; use the same model or rebuild the index")
     return with_corpus_words(encoder, folder)  # the rows its build gave its corpus's words
+
+
+def open_parts(folder: Path, manifest: Manifest, encoder: FolderEncoder, device: str
+               ) -> tuple[VectorBackend, MetadataStore, VectorTransform | None,
+                          LexicalSearch | None]:
+    """The index's vectors, metadata store, fitted transform and lexical search (None: the
+    index has no BM25 files), checked against one another and against `encoder`."""
+    transform = VectorTransform.load(folder)
+    # the device asked for, not the encoder's: a numpy encoder still searches a flat
+    # index on the GPU
+    backend = open_backend(folder / INDEX_FILE, placement(device))
+    check_dims(folder, manifest, encoder, backend, transform)
+    store = MetadataStore.open(folder / META_FILE, readonly=True)
+    rows = store.count()
+    if rows != backend.ntotal:
+        store.close()
+        raise UnusableIndex(f"{folder}: the vector index holds {backend.ntotal:,} vectors "
+                            f"but the metadata {rows:,} rows; rebuild the index")
+    return backend, store, transform, LexicalSearch.open(folder / META_FILE)
 
 
 def check_dims(folder: Path, manifest: Manifest, encoder: FolderEncoder,

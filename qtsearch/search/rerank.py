@@ -24,17 +24,8 @@ from qtsearch.core.errors import UsageError
 from qtsearch.encoders.neural import Encoder
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.search.defaults import RERANK_DEPTH, RERANK_WEIGHT
-from qtsearch.search.fusion import standardised
+from qtsearch.search.fusion import fused
 from qtsearch.search.hits import Results
-
-
-def fused(first: np.ndarray, cosines: np.ndarray, weight: float) -> np.ndarray:
-    """The re-ranked score of each hit: `(1 - weight) · z(first) + weight · z(cosines)`, each z
-    over these hits; the cosines themselves at weight 1."""
-    if weight >= 1.0:
-        return cosines
-    return ((1.0 - weight) * standardised(np.asarray(first, dtype=np.float64))
-            + weight * standardised(np.asarray(cosines, dtype=np.float64)))
 
 
 class Reranker:

@@ -21,14 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from qtsearch.core.device import placement
 from qtsearch.core.errors import InputError, UnusableIndex, UsageError
 from qtsearch.encoders.base import IndexEncoder
-from qtsearch.index import INDEX_FILE, META_FILE
-from qtsearch.index.backend import VectorBackend, open_backend, search_subset
+from qtsearch.index import META_FILE
+from qtsearch.index.backend import VectorBackend, search_subset
 from qtsearch.index.manifest import Manifest
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
+from qtsearch.search.alignment import aligns, realign_all
 from qtsearch.search.analogy import analogy
 from qtsearch.search.defaults import MODES, TOP_K
 from qtsearch.search.explain import Asked, basis_of, weak_cosine
@@ -43,7 +43,7 @@ from qtsearch.search.fusion import (
 )
 from qtsearch.search.hits import Hit, Record, Results, check_unit, deepen
 from qtsearch.search.lexical import LexicalSearch, stop_words_note
-from qtsearch.search.opening import check_dims, model_for, read_through
+from qtsearch.search.opening import model_for, open_parts, read_through
 from qtsearch.search.rerank import Reranker
 from qtsearch.search.words import composed_note, note_for, query_text, unknown_words, vocabulary
 
@@ -101,21 +101,10 @@ class Searcher:
         folder = Path(path)
         manifest = Manifest.read(folder)
         encoder = model_for(folder, manifest, model, device, precision)
-        transform = VectorTransform.load(folder)
-        # the device asked for, not the encoder's: a numpy encoder still searches a flat
-        # index on the GPU
-        backend = open_backend(folder / INDEX_FILE, placement(device))
-        check_dims(folder, manifest, encoder, backend, transform)
-        store = MetadataStore.open(folder / META_FILE, readonly=True)
-        rows = store.count()
-        if rows != backend.ntotal:
-            store.close()
-            raise UnusableIndex(f"{folder}: the vector index holds {backend.ntotal:,} vectors "
-                              f"but the metadata {rows:,} rows; rebuild the index")
-        lexical = LexicalSearch.open(folder / META_FILE)
-        if lexical is None:
+        parts = open_parts(folder, manifest, encoder, device)
+        if parts[-1] is None:
             log.warning("%s %s", folder, NO_LEXICAL)
-        index = cls(folder, manifest, encoder, backend, store, transform, lexical)
+        index = cls(folder, manifest, encoder, *parts)
         if params:
             try:
                 index.set_params(params)
@@ -224,6 +213,9 @@ class Searcher:
         texts = [query_text(s) for s in ([sentences] if isinstance(sentences, str) else sentences)]
         flt = self.filter_for(where)
         fetch = max(k, min(settings.candidates, self.count)) if mode == "hybrid" else k
+        align = settings.alignment > 0 and mode != "lexical" and aligns(self.encoder)
+        if align:
+            fetch = max(fetch, min(settings.alignment_depth, self.count))
         # the lexical leg first (the longer one at 1M): its thread runs beside all that follows
         lexical = self._lexical_legs(texts, fetch, flt, mode) if mode != "semantic" else None
         unknown = [unknown_words(self.encoder, t) if mode != "lexical" else [] for t in texts]
@@ -260,10 +252,14 @@ class Searcher:
                                          vectors[vector_rows.index(row)], settings))
             bases.append(basis_of(ranked[-1][1], {"semantic": semantic.get(row), "lexical":
                                   lex[row] if lex else None}, settings))
+        # the first hits looked at again, word by word
+        fetched = realign_all(texts, ranked, bases, list(semantic), max(
+            k, settings.alignment_depth), settings.alignment, self.encoder,
+            self.store.get) if align else {}
         # a query leaning on composed words keeps its semantic leg; its note says so
         return self._hits(ranked, k, Asked(texts, [
             n or (stop_words_note(t, mode) if s else composed_note(self.encoder, t, mode))
-            for n, t, s in zip(notes, texts, stop_only, strict=True)], bases, bool(flt)))
+            for n, t, s in zip(notes, texts, stop_only, strict=True)], bases, bool(flt)), fetched)
 
     def _lexical_legs(self, texts: list[str], fetch: int, flt: Filter,
                       mode: str) -> Callable[[], list[Leg]]:
@@ -290,11 +286,14 @@ class Searcher:
                     settings.lexical_weight)
 
     def _hits(self, ranked: list[tuple[Leg, dict[str, Leg]]], k: int | None = None,
-              asked: Asked | None = None) -> list[Results]:
+              asked: Asked | None = None,
+              fetched: Mapping[int, dict[str, Any]] | None = None) -> list[Results]:
         """Hits with their metadata, `k` per query, from each query's fused ranking and the
-        per-leg scores; `asked`: the queries, for their notes and how each was ranked."""
+        per-leg scores; `asked`: the queries, for their notes and how each was ranked;
+        `fetched`: rows already read, by id."""
         tops = [list(order)[:k] for order, _ in ranked]
-        rows = self.store.get(sorted({i for top in tops for i in top}))
+        known = fetched or {}
+        rows = {**known, **self.store.get(sorted({i for top in tops for i in top} - set(known)))}
         results = []
         for n, (top, (order, legs)) in enumerate(zip(tops, ranked, strict=True)):
             hits = [Hit(**rows[i], score=order[i],
