@@ -1,4 +1,5 @@
-"""Which BM25 weight should hybrid search give a model? Every test bed at once, each leg beside.
+"""Which BM25 weight should hybrid search give a model, and which weight word alignment? Every
+test bed at once, each leg beside.
 
 Three kinds of index, each built with `build-index`'s code path (cached, shared with
 `qtsearch bench relevance` and `bench retrieval`) and searched through `Index.search`:
@@ -12,8 +13,13 @@ sentence indexes, passage weights on the BEIR ones (whose rows are long enough f
 to use its passage weight, `qtsearch.search.fusion.settings_for`). The rule to keep is the one
 whose hybrid never falls below its better leg on any test bed.
 
+With `--alignments`, the BM25 weights stay the index's own and word alignment's weight
+(`SearchSettings.alignment`, qtsearch.search.alignment) varies instead, in semantic and hybrid
+search alike (0: the first stage alone), BM25 beside.
+
     python benchmarks/hybrid_weights.py [--model MODEL] --sentence-weights 0.2 0.3 0.4 0.5 \
         --passage-weights 0.6 0.7 [--sentence-feedback 0.5] [--passage-feedback 0]
+    python benchmarks/hybrid_weights.py --alignments 0 0.3 0.4 0.5 0.6
 """
 
 from __future__ import annotations
@@ -49,7 +55,18 @@ def sweep(index: Index, weights: list[float],
     return cells
 
 
-def row(name: str, cells: list[float]) -> str:
+def align_sweep(index: Index, alignments: list[float],
+                score: Callable[[str, SearchSettings | None], float]) -> list[float]:
+    """[lexical, semantic at each alignment weight, hybrid at each] of one index."""
+    cells = [score("lexical", None)]
+    for mode in ("semantic", "hybrid"):
+        cells += [score(mode, replace(index.settings, alignment=a)) for a in alignments]
+    return cells
+
+
+def row(name: str, cells: list[float], legs: bool = True) -> str:
+    if not legs:
+        return f"| {name} | " + " | ".join(f"{c:.3f}" for c in cells) + " |"
     best_leg = max(cells[:2])
     shown = [f"{c:.3f}" if i < 2 or c >= best_leg else f"*{c:.3f}*" for i, c in enumerate(cells)]
     return f"| {name} | " + " | ".join(shown) + " |"
@@ -68,18 +85,33 @@ def main() -> None:
     parser.add_argument("--sentence-feedback", type=float, default=None,
                         help="The semantic leg's feedback over sentences (default: the "
                              "index's own, none).")
+    parser.add_argument("--alignments", nargs="+", type=float, default=None,
+                        help="Vary word alignment's weight instead of BM25's.")
     parser.add_argument("--squad-questions", type=int, default=3000)
     parser.add_argument("--skip", nargs="*", default=[], choices=["squad", "paraphrase", "beir"])
     args = parser.parse_args()
     root = data_root()
     encoder = query_encoder(args.model, device="cpu")
     fingerprint = encoder_key(encoder)
-    weights = args.sentence_weights
+    aligned = args.alignments is not None
+    Score = Callable[[str, SearchSettings | None], float]
+
+    def measure(index: Index, weights: list[float], score: Score,
+                feedback: float | None) -> list[float]:
+        return align_sweep(index, weights, score) if aligned \
+            else sweep(index, weights, score, feedback)
+
+    def heads(kind: str, weights: list[float]) -> str:
+        cols = ["lexical", *(f"semantic a={a}" for a in weights),
+                *(f"hybrid a={a}" for a in weights)] if aligned \
+            else ["semantic", "lexical", *(f"w={w}" for w in weights)]
+        return f"| {kind} | " + " | ".join(cols) + " |\n|---|" + "---:|" * len(cols)
+
+    weights = args.alignments if aligned else args.sentence_weights
     print(f"model: {args.model or 'default'}; *x*: hybrid below its better leg; feedback "
           f"over sentences {args.sentence_feedback}, passages {args.passage_feedback} (None: "
           "the index's own)")
-    print("| sentences | semantic | lexical | " + " | ".join(f"w={w}" for w in weights) + " |")
-    print("|---|---:|---:|" + "---:|" * len(weights))
+    print(heads("sentences", weights))
     if "squad" not in args.skip:
         coll = answer_retrieval.load(root / "squad" / "train-v1.1.json.gz", "dev")
         drawn = random.Random(0).sample(sorted(coll.questions), min(args.squad_questions,
@@ -87,38 +119,34 @@ def main() -> None:
         coll.questions = {q: coll.questions[q] for q in drawn}
         folder, _ = collection_index(coll, args.model, encoder.name, fingerprint)
         with Index.open(folder, model=encoder, device="cpu") as index:
-            print(row(f"SQuAD dev ({len(drawn)} q, MRR@10)", sweep(
+            print(row(f"SQuAD dev ({len(drawn)} q, MRR@10)", measure(
                 index, weights, lambda m, s: run_retrieval(index, coll, m, settings=s)["MRR@10"],
-                args.sentence_feedback)),
-                flush=True)
+                args.sentence_feedback), not aligned), flush=True)
     if "paraphrase" not in args.skip:
         config = RelevanceConfig(tasks=list(PARAPHRASE))
-        means = [0.0] * (2 + len(weights))
+        means = [0.0] * (1 + 2 * len(weights) if aligned else 2 + len(weights))
         for task in load_tasks(config, root):
             index, _ = open_task_index(task, encoder, args.model, device="cpu")
             with index:
-                cells = sweep(index, weights,
-                              lambda m, s, i=index, t=task:
-                              run_relevance(i, t, m, settings=s)["MRR@10"],
-                              args.sentence_feedback)
+                cells = measure(index, weights,
+                                lambda m, s, i=index, t=task:
+                                run_relevance(i, t, m, settings=s)["MRR@10"],
+                                args.sentence_feedback)
             means = [a + c / len(PARAPHRASE) for a, c in zip(means, cells, strict=True)]
-            print(row(f"{task.name} (MRR@10)", cells), flush=True)
-        print(row("paraphrase mean", means), flush=True)
+            print(row(f"{task.name} (MRR@10)", cells, not aligned), flush=True)
+        print(row("paraphrase mean", means, not aligned), flush=True)
     if "beir" not in args.skip:
-        pw = args.passage_weights
+        pw = args.alignments if aligned else args.passage_weights
         fb = "" if args.passage_feedback is None else f" (feedback {args.passage_feedback})"
-        print(f"\n| documents{fb} | semantic | lexical | "
-              + " | ".join(f"w={w}" for w in pw) + " |")
-        print("|---|---:|---:|" + "---:|" * len(pw))
+        print("\n" + heads(f"documents{fb}", pw))
         for name, split in BEIR:
             coll = beir.load(root / "beir" / name, split)
             folder, _ = collection_index(coll, args.model, encoder.name, fingerprint)
             with Index.open(folder, model=encoder, device="cpu") as index:
-                print(row(f"{name} {split} (nDCG@10)", sweep(
+                print(row(f"{name} {split} (nDCG@10)", measure(
                     index, pw, lambda m, s, i=index, c=coll:
-                    run_retrieval(i, c, m, settings=s)["nDCG@10"], args.passage_feedback)),
-                    flush=True)
-
+                    run_retrieval(i, c, m, settings=s)["nDCG@10"], args.passage_feedback),
+                    not aligned), flush=True)
 
 if __name__ == "__main__":
     main()

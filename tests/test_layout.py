@@ -323,7 +323,7 @@ BENCHMARK_SEAMS = {
     # recall of each index type against exact search; the types derived from one flat index
     "benchmarks/query_latency.py": {"qtsearch.index.recall", "qtsearch.indexing.derive"},
     # the re-ranker's fused score at several weights over one encoding of each query's hits
-    "benchmarks/rerank_weight.py": {"qtsearch.search.rerank"},
+    "benchmarks/rerank_weight.py": {"qtsearch.search.fusion"},
     # the builder's tokenising in threads and processes
     "benchmarks/tokenise.py": {"qtsearch.indexing.tokens"},
 }

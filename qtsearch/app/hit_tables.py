@@ -80,8 +80,9 @@ def _leg_cell(leg: dict[str, Any] | None) -> str:
     if leg is None or leg.get("score") is None:
         return "-"
     rank = leg.get("rank")
-    text = f"{leg['score']:.3f}" if "rank" not in leg \
-        else f"{leg['score']:.3f} ({f'#{rank}' if rank is not None else 'filled in'})"
+    filled = (rank is None and "rank" in leg) or leg.get("filled", False)
+    text = f"{leg['score']:.3f}" + (" (filled in)" if filled
+                                     else f" (#{rank})" if rank is not None else "")
     if "z" in leg:
         return f"{text} z {leg['z']:+.2f} → {leg['part']:+.3f}"
     return f"{text} → {leg['part']:.4f}" if "part" in leg else text

@@ -87,13 +87,16 @@ class MeanEncoder(FolderEncoder):
         """The word table as float32, converted from the stored rows when first asked for."""
         return self._whole()
 
-    def word_rows(self, text: str) -> np.ndarray:
-        """The float32 rows of the words of `text` (composed and corpus words included), one
-        a token in order: what word alignment compares (qtsearch.search.alignment)."""
-        ids = np.asarray(self.token_ids(text), dtype=np.int64)
+    def word_rows(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The float32 rows of the words of `texts` (composed and corpus words included), one
+        a token, text after text, and each text's number of tokens: what word alignment
+        compares (qtsearch.search.alignment). One gather for all the texts."""
+        ids = [self.token_ids(t) for t in texts]
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
         table = self.open_vocab.table if self.open_vocab is not None else None
-        return (table.take(ids) if table is not None
-                else self.rows[ids].astype(np.float32, copy=False))
+        rows = table.take(flat) if table is not None else self.rows[flat].astype(np.float32)
+        return rows, lengths
 
     def encode_ids(
         self,

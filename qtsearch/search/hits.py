@@ -115,12 +115,14 @@ class LegBasis:
 @dataclass(frozen=True)
 class Aligned:
     """The word-alignment stage of one query (qtsearch.search.alignment): its `weight` in a
-    hit's score, and the mean and standard deviation of the first stage's scores (`first`) and
-    of the alignments (`words`) over the hits it re-scored (the z of each)."""
+    hit's score, the mean and standard deviation of the first stage's scores (`first`) and of
+    the alignments (`words`) over the hits it re-scored (the z of each), and the lowest of
+    those alignments (`floor`: a hit past them is given it)."""
 
     weight: float
     first: tuple[float, float]
     words: tuple[float, float]
+    floor: float
 
 
 @dataclass(frozen=True)

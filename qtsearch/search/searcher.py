@@ -253,9 +253,8 @@ class Searcher:
             bases.append(basis_of(ranked[-1][1], {"semantic": semantic.get(row), "lexical":
                                   lex[row] if lex else None}, settings))
         # the first hits looked at again, word by word
-        fetched = realign_all(texts, ranked, bases, list(semantic), max(
-            k, settings.alignment_depth), settings.alignment, self.encoder,
-            self.store.get) if align else {}
+        fetched = realign_all(texts, ranked, bases, list(semantic), settings.alignment_depth,
+                              settings.alignment, self.encoder, self.store.get) if align else {}
         # a query leaning on composed words keeps its semantic leg; its note says so
         return self._hits(ranked, k, Asked(texts, [
             n or (stop_words_note(t, mode) if s else composed_note(self.encoder, t, mode))

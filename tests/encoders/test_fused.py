@@ -131,19 +131,19 @@ def test_a_forked_child_encodes_queries_too(shared_data, mc_model):
 def test_overlapping_queries_restore_the_blas_threads():
     """Two queries' one-thread BLAS limits overlapping in time (A in, B in, A out, B out, as a
     server's threads do) leave BLAS as it was, and hold it at one thread until both are out."""
-    from qtsearch.encoders.fast.fused import _ONE_BLAS_THREAD
+    from qtsearch.core.blas import ONE_BLAS_THREAD
 
-    controller = _ONE_BLAS_THREAD.controller
+    controller = ONE_BLAS_THREAD.controller
 
     def blas_threads() -> set[int]:
         return {i["num_threads"] for i in controller.info() if i["user_api"] == "blas"}
 
     with controller.limit(limits=2, user_api="blas"):
         assert blas_threads() == {2}
-        _ONE_BLAS_THREAD.__enter__()  # query A
-        _ONE_BLAS_THREAD.__enter__()  # query B
+        ONE_BLAS_THREAD.__enter__()  # query A
+        ONE_BLAS_THREAD.__enter__()  # query B
         assert blas_threads() == {1}
-        _ONE_BLAS_THREAD.__exit__(None, None, None)  # A finishes while B still runs
+        ONE_BLAS_THREAD.__exit__(None, None, None)  # A finishes while B still runs
         assert blas_threads() == {1}
-        _ONE_BLAS_THREAD.__exit__(None, None, None)
+        ONE_BLAS_THREAD.__exit__(None, None, None)
         assert blas_threads() == {2}

@@ -35,13 +35,14 @@ def test_the_alignment_is_the_word_by_word_reference() -> None:
     query = rng.normal(size=(5, 16)).astype(np.float32) * rng.uniform(0.5, 6, (5, 1))
     hits = [rng.normal(size=(n, 16)).astype(np.float32) for n in (1, 7, 0, 30)]
     hits.append(np.concatenate([query[::-1], hits[1]]))  # every query word, in another order
-    got = alignment(query, hits)
+    got = alignment(query, np.concatenate(hits), [len(h) for h in hits])
     assert got == pytest.approx([_reference(query, h) for h in hits], abs=1e-5)
     assert got[2] == 0.0 and got[4] == pytest.approx(1.0, abs=1e-6)
     # a heavy query word counts for more: a hit holding only it beats one holding the light one
     light, heavy = np.eye(2, 16, dtype=np.float32), np.eye(2, 16, 1, dtype=np.float32)
     two = np.stack([light[0], 5 * heavy[0]])
-    assert alignment(two, [light[:1], heavy[:1]]).tolist() == pytest.approx([1 / 6, 5 / 6])
+    assert alignment(two, np.stack([light[0], heavy[0]]), [1, 1]).tolist() == \
+        pytest.approx([1 / 6, 5 / 6])
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +69,22 @@ def test_aligned_hits_are_the_first_stage_s_best_re_scored(index: Index, mode: s
             assert hit.legs["first"] == pytest.approx(scores[hit.id], abs=1e-9)
             assert 0.0 <= hit.legs["alignment"] <= 1.0 + 1e-6
         assert [h.score for h in aligned] == sorted((h.score for h in aligned), reverse=True)
+
+
+def test_hits_past_the_depth_keep_the_first_stage_s_order(index: Index) -> None:
+    shallow = dataclasses.replace(index.settings, alignment_depth=5)
+    explainer = index.explainer()
+    for query in QUERIES:
+        first = [h.id for h in index.search(query, k=12, settings=_off(index))]
+        hits = index.search(query, k=12, settings=shallow)
+        assert sorted(h.id for h in hits[:5]) == sorted(first[:5])
+        assert [h.id for h in hits[5:]] == first[5:]
+        for n, (hit, why) in enumerate(zip(hits, explainer.explain(query, hits),
+                                           strict=True)):
+            aligned = why["aligned"]
+            assert ("alignment" in hit.legs) == (n < 5) == ("filled" not in aligned["alignment"])
+            parts = aligned["first"]["part"] + aligned["alignment"]["part"]
+            assert parts == pytest.approx(hit.score, abs=1e-6)
 
 
 def test_the_explained_parts_add_up_to_the_aligned_score(index: Index) -> None:

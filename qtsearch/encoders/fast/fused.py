@@ -19,45 +19,14 @@ arithmetic and helper threads of `compiled`.
 from __future__ import annotations
 
 import os
-import threading
 
 import numba
 import numpy as np
-from threadpoolctl import ThreadpoolController
 from torch import nn
 
+from qtsearch.core.blas import ONE_BLAS_THREAD
 from qtsearch.encoders.fast.compiled import gru_unit, helpers
 from qtsearch.encoders.fast.stacked import StackedGRUs
-
-
-class _OneBlasThread:
-    """numpy's BLAS held to one thread around the small input-projection matmuls: its threads
-    spinning up for them made a query many times slower on busy cores. The limit is process-
-    wide, so concurrent queries (a server's threads) share it: the first one in sets it and
-    the last one out restores the original, which nested save/restore pairs would not (two
-    overlapping queries could leave BLAS at one thread for good)."""
-
-    def __init__(self) -> None:
-        self.controller = ThreadpoolController()  # the BLAS libraries loaded by now: numpy's
-        self._lock = threading.Lock()
-        self._users = 0
-        self._limiter = None
-
-    def __enter__(self) -> None:
-        with self._lock:
-            if self._users == 0:
-                self._limiter = self.controller.limit(limits=1, user_api="blas")
-            self._users += 1
-
-    def __exit__(self, *exc: object) -> None:
-        with self._lock:
-            self._users -= 1
-            if self._users == 0:
-                self._limiter.restore_original_limits()
-                self._limiter = None
-
-
-_ONE_BLAS_THREAD = _OneBlasThread()
 
 
 # error_model="numpy": no zero-division branch per gate, which would keep the loops scalar;
@@ -133,7 +102,7 @@ class WordProjections:
 
     def _compute(self, new: np.ndarray) -> None:
         if len(new):
-            with _ONE_BLAS_THREAD:
+            with ONE_BLAS_THREAD:
                 self.rows[new] = self.words[new] @ self.w_ih + self.b_ih
             self.known[new] = True
 
