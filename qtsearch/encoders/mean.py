@@ -87,16 +87,18 @@ class MeanEncoder(FolderEncoder):
         """The word table as float32, converted from the stored rows when first asked for."""
         return self._whole()
 
-    def word_rows(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """The float32 rows of the words of `texts` (composed and corpus words included), one
-        a token, text after text, and each text's number of tokens: what word alignment
-        compares (qtsearch.search.alignment). One gather for all the texts."""
+    def word_rows(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The words of `texts` (composed and corpus words included) as float32 rows, each
+        distinct word once, then which row each token is, text after text, and each text's
+        number of tokens: what word alignment compares (qtsearch.search.alignment). One gather
+        for all the texts, of distinct words only (30 hits' 630 tokens are ~250 words)."""
         ids = [self.token_ids(t) for t in texts]
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
         flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
+        words, positions = np.unique(flat, return_inverse=True)
         table = self.open_vocab.table if self.open_vocab is not None else None
-        rows = table.take(flat) if table is not None else self.rows[flat].astype(np.float32)
-        return rows, lengths
+        rows = table.take(words) if table is not None else self.rows[words].astype(np.float32)
+        return rows, positions.reshape(-1), lengths
 
     def encode_ids(
         self,

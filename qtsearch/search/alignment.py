@@ -30,10 +30,11 @@ from qtsearch.search.hits import Aligned, Basis
 
 
 class WordRows(Protocol):
-    """An encoder whose words have rows of their own (the mean-of-words model): the rows of
-    the words of some texts, text after text, and each text's number of words."""
+    """An encoder whose words have rows of their own (the mean-of-words model): for some texts,
+    the rows of their distinct words, which row each token is (text after text) and each
+    text's number of tokens."""
 
-    def word_rows(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]: ...
+    def word_rows(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 def aligns(encoder: object) -> bool:
@@ -41,10 +42,12 @@ def aligns(encoder: object) -> bool:
     return callable(getattr(encoder, "word_rows", None))
 
 
-def alignment(query: np.ndarray, words: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Each hit's alignment with the query, from the query's word rows and the hits' (`words`,
-    hit after hit, `lengths` rows each; a hit with none scores 0): Σ_q |q| · max_h cos(q, h)
-    / Σ_q |q| over the query's words q and the hit's words h."""
+def alignment(query: np.ndarray, words: np.ndarray, positions: np.ndarray,
+              lengths: np.ndarray) -> np.ndarray:
+    """Each hit's alignment with the query, from the rows of the query's words (one a token)
+    and the hits' (`words`: distinct rows; `positions`: the row of each token, hit after hit;
+    `lengths`: tokens a hit, one with none scoring 0): Σ_q |q| · max_h cos(q, h) / Σ_q |q|
+    over the query's words q and the hit's words h."""
     lengths = np.asarray(lengths, dtype=np.int64)
     out = np.zeros(len(lengths), dtype=np.float64)
     norms = np.linalg.norm(query, axis=1) if len(query) else np.zeros(0)
@@ -56,11 +59,11 @@ def alignment(query: np.ndarray, words: np.ndarray, lengths: np.ndarray) -> np.n
     words = np.asarray(words, dtype=np.float32)
     lengths_of = np.sqrt(np.einsum("ij,ij->i", words, words))
     # words x query, not query x words: numpy's product of a tall matrix by a small
-    # contiguous one is several times faster at these sizes (~700 x 256 by 256 x 12)
+    # contiguous one is several times faster at these sizes (~250 x 256 by 256 x 12)
     with ONE_BLAS_THREAD:
         cosines = (words @ unit) / np.maximum(lengths_of, 1e-12)[:, None]
     starts = (np.cumsum(lengths) - lengths)[kept]
-    best = np.maximum.reduceat(cosines, starts, axis=0)
+    best = np.maximum.reduceat(cosines[positions], starts, axis=0)
     out[kept] = best @ norms / norms.sum()
     return out
 
@@ -80,8 +83,8 @@ def realign(query: str, order: Leg, legs: Mapping[str, Leg], depth: int, weight:
         return order, dict(legs), Aligned(weight, (0.0, 0.0), (0.0, 0.0), 0.0)
     first = np.array([order[i] for i in ids], dtype=np.float64)
     stored = texts(head)
-    aligned = alignment(encoder.word_rows([query])[0],
-                        *encoder.word_rows([stored.get(i, "") for i in head]))
+    rows, positions, _ = encoder.word_rows([query])
+    aligned = alignment(rows[positions], *encoder.word_rows([stored.get(i, "") for i in head]))
     stage = Aligned(weight, _spread(first[: len(head)]), _spread(aligned),
                     float(aligned.min()))
     words = np.concatenate([aligned, np.full(len(ids) - len(head), stage.floor)])

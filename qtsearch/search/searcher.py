@@ -6,8 +6,9 @@ MODES: `semantic` (vectors: one encoding, one vector search), `lexical` (BM25 ov
 BM25 files, qtsearch.search.lexical) or `hybrid` (both legs, fused by qtsearch.search.fusion;
 the lexical leg runs in a thread beside the encoding). Vectors are L2-normalised and ranked by
 inner product, so a semantic score is a cosine similarity (approximate for quantised index
-types). `where` filters on metadata columns (qtsearch.search.filters) with exact results.
-"""
+types); with a model that has a word table the first hits of semantic and hybrid search are
+then re-scored word by word (qtsearch.search.alignment). `where` filters on metadata columns
+(qtsearch.search.filters) with exact results."""
 
 from __future__ import annotations
 

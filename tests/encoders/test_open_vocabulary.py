@@ -151,7 +151,7 @@ def test_the_same_text_has_one_vector_at_build_add_and_query(
     with Searcher.open(out) as index:
         for text in (abstracts[3], added[0], abstracts[260]):
             hit = index.search(text, k=1, mode="semantic")[0][0]
-            assert hit.text == text and hit.score == pytest.approx(1.0, abs=1e-5)
+            assert hit.text == text and hit.legs["semantic"] == pytest.approx(1.0, abs=1e-5)
         # a query of only unknown, composable words has a vector (the closed model refuses
         # it: none of its words is known) and a note that says what it leans on
         results = index.search("probiotics rosacea hyperkalemia", k=3, mode="semantic")[0]

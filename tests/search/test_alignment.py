@@ -35,13 +35,15 @@ def test_the_alignment_is_the_word_by_word_reference() -> None:
     query = rng.normal(size=(5, 16)).astype(np.float32) * rng.uniform(0.5, 6, (5, 1))
     hits = [rng.normal(size=(n, 16)).astype(np.float32) for n in (1, 7, 0, 30)]
     hits.append(np.concatenate([query[::-1], hits[1]]))  # every query word, in another order
-    got = alignment(query, np.concatenate(hits), [len(h) for h in hits])
+    every = np.concatenate(hits)
+    distinct, positions = np.unique(every, axis=0, return_inverse=True)
+    got = alignment(query, distinct, positions.reshape(-1), [len(h) for h in hits])
     assert got == pytest.approx([_reference(query, h) for h in hits], abs=1e-5)
     assert got[2] == 0.0 and got[4] == pytest.approx(1.0, abs=1e-6)
     # a heavy query word counts for more: a hit holding only it beats one holding the light one
     light, heavy = np.eye(2, 16, dtype=np.float32), np.eye(2, 16, 1, dtype=np.float32)
     two = np.stack([light[0], 5 * heavy[0]])
-    assert alignment(two, np.stack([light[0], heavy[0]]), [1, 1]).tolist() == \
+    assert alignment(two, np.stack([light[0], heavy[0]]), np.arange(2), [1, 1]).tolist() == \
         pytest.approx([1 / 6, 5 / 6])
 
 
