@@ -148,5 +148,6 @@ def main() -> None:
                     run_retrieval(i, c, m, settings=s)["nDCG@10"], args.passage_feedback),
                     not aligned), flush=True)
 
+
 if __name__ == "__main__":
     main()

@@ -96,9 +96,14 @@ class MeanEncoder(FolderEncoder):
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
         flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
         words, positions = np.unique(flat, return_inverse=True)
+        return self._rows(words), positions.reshape(-1), lengths
+
+    def _rows(self, ids: np.ndarray) -> np.ndarray:
+        """The float32 rows of `ids`, composed words included (a new array; read after the
+        ids were made, the open vocabulary's table holds every id they can name)."""
         table = self.open_vocab.table if self.open_vocab is not None else None
-        rows = table.take(words) if table is not None else self.rows[words].astype(np.float32)
-        return rows, positions.reshape(-1), lengths
+        return (table.take(ids) if table is not None
+                else self.rows[ids].astype(np.float32, copy=False))
 
     def encode_ids(
         self,
@@ -113,10 +118,10 @@ class MeanEncoder(FolderEncoder):
         given."""
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         sparse = len(ids) >= SPARSE_FROM
-        # every row so far, composed ones included (taken after the ids were made: it holds
-        # every id they can name)
-        table = self.open_vocab.table if self.open_vocab is not None else None
         if sparse:
+            # every row so far, composed ones included (taken after the ids were made: it
+            # holds every id they can name)
+            table = self.open_vocab.table if self.open_vocab is not None else None
             whole = table.view() if table is not None else self.table
         step = CHUNK if sparse else max(1, min(BLOCK, batch_size))
         for s in range(0, len(ids), step):
@@ -139,8 +144,7 @@ class MeanEncoder(FolderEncoder):
                           else (weights / np.repeat(totals, lengths)).astype(np.float32))
                 out[s : s + step] = self._sparse_mean(whole, flat, lengths, marks, shares)
             else:
-                rows = (table.take(flat) if table is not None
-                        else self.rows[flat].astype(np.float32, copy=False))
+                rows = self._rows(flat)
                 if marks is not None:
                     scoped, cue = marks
                     rows[scoped] *= self.scope[0]

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from qtsearch.core.blas import ONE_BLAS_THREAD
-from qtsearch.search.fusion import Leg
+from qtsearch.search.fusion import Leg, z_scores
 from qtsearch.search.hits import Aligned, Basis
 
 
@@ -88,17 +88,12 @@ def realign(query: str, order: Leg, legs: Mapping[str, Leg], depth: int, weight:
     stage = Aligned(weight, _spread(first[: len(head)]), _spread(aligned),
                     float(aligned.min()))
     words = np.concatenate([aligned, np.full(len(ids) - len(head), stage.floor)])
-    mixed = ((1.0 - weight) * _z(first, stage.first) + weight * _z(words, stage.words))
+    mixed = ((1.0 - weight) * z_scores(first, *stage.first)
+             + weight * z_scores(words, *stage.words))
     new = {ids[j]: float(mixed[j]) for j in np.argsort(-mixed, kind="stable")}
     shown: dict[str, Leg] = {**legs, "first": dict(zip(ids, first.tolist(), strict=True)),
                              "alignment": dict(zip(head, aligned.tolist(), strict=True))}
     return new, shown, stage
-
-
-def _z(values: np.ndarray | float, spread: tuple[float, float]) -> Any:
-    """z-scores of `values` by a (mean, standard deviation): 0 where the spread is 0."""
-    mean, std = spread
-    return (values - mean) / std if std > 1e-12 else values * 0.0
 
 
 def realign_all(queries: Sequence[str], ranked: list[tuple[Leg, dict[str, Leg]]],
@@ -133,7 +128,7 @@ def explained(aligned: Aligned, legs: Mapping[str, float]) -> dict[str, Any]:
         value = legs.get(name)
         filled = value is None and name == "alignment"
         value = aligned.floor if filled else value
-        z = float(_z(value, spread)) if value is not None else 0.0
+        z = float(z_scores(value, *spread)) if value is not None else 0.0
         out[name] = {"score": value, "z": z, "part": share * z} | (
             {"filled": True} if filled else {})
     return out

@@ -25,7 +25,7 @@ import numpy as np
 
 from qtsearch.encoders.files import DEFAULT_MODEL
 from qtsearch.search.alignment import explained
-from qtsearch.search.fusion import RRF_K, Leg, SearchSettings
+from qtsearch.search.fusion import RRF_K, Leg, SearchSettings, z_scores
 from qtsearch.search.hits import Basis, Hit, LegBasis, Results, is_fragment
 from qtsearch.search.lexical import LexicalSearch, stop_words_note
 from qtsearch.search.words import composed_words
@@ -163,7 +163,7 @@ class Explainer:
             rank = leg.order.get(hit.id)
             shown: dict[str, Any] = {"score": scores.get(name), "rank": rank}
             if basis.fusion == "convex" and w is not None and name in scores:
-                z = (scores[name] - leg.mean) / leg.std if leg.std > 1e-12 else 0.0
+                z = float(z_scores(scores[name], leg.mean, leg.std))
                 share = w if name == "lexical" else 1.0 - w
                 shown |= {"mean": leg.mean, "std": leg.std, "z": z, "part": share * z}
             elif basis.fusion == "rrf":

@@ -143,15 +143,20 @@ def rrf(legs: Mapping[str, Leg], k: int = RRF_K) -> Leg:
     return dict(sorted(fused.items(), key=lambda kv: -kv[1]))
 
 
+def z_scores(values: Any, mean: float, std: float) -> Any:
+    """`values` (an array or one number) as z-scores by this mean and standard deviation: 0
+    where the deviation is 0."""
+    return (values - mean) / std if std > 1e-12 else values * 0.0
+
+
 def standardised(values: np.ndarray) -> np.ndarray:
     """Each value's z-score among `values` (all 0 when they are all equal)."""
-    std = float(values.std())
-    return (values - values.mean()) / std if std > 1e-12 else np.zeros_like(values)
+    return z_scores(values, float(values.mean()), float(values.std()))
 
 
 def fused(first: np.ndarray, second: np.ndarray, weight: float) -> np.ndarray:
-    """A second stage's score of each hit (re-ranking, word alignment): `(1 - weight) ·
-    z(first) + weight · z(second)`, each z over these hits; `second` itself at weight 1."""
+    """A re-ranked score of each hit: `(1 - weight) · z(first) + weight · z(second)`, each z
+    over these hits; `second` itself at weight 1."""
     if weight >= 1.0:
         return second
     return ((1.0 - weight) * standardised(np.asarray(first, dtype=np.float64))
