@@ -145,7 +145,8 @@ def unknown_share(enc: MeanEncoder, texts: list[str]) -> float:
 
 def refine(enc: MeanEncoder, docs: list[str], beta: float, min_texts: int) -> None:
     """The library's corpus words (qtsearch.encoders.corpus_words) over the documents."""
-    set_corpus_words(enc, *fit_corpus_words(enc, [docs], beta, min_texts=min_texts))
+    set_corpus_words(enc, *fit_corpus_words(enc, [[enc.token_ids(d) for d in docs]], beta,
+                                              min_texts=min_texts))
 
 
 def retrieval(model: Path, root: Path, rows: list[str], betas: tuple[float, ...] = BETAS,

@@ -92,6 +92,9 @@ class TokenEncoder(IndexEncoder, Protocol):
     open_vocab: OpenVocab | None
     #: whether a build reports the share of its tokens composed and unknown (`WordCounts`)
     counts_words: bool
+    #: whether encoding is light work on one thread (a sum of rows), so that a build on the
+    #: CPU tokenises on every core beside it (qtsearch.indexing.tokens.workers_for)
+    light: bool
 
     def token_ids(self, sentence: str) -> list[int]: ...
 
@@ -192,6 +195,7 @@ class FolderEncoder:
     #: a closed vocabulary unless a subclass composes words (`TokenEncoder.open_vocab`)
     open_vocab: OpenVocab | None = None
     counts_words = False
+    light = False
 
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = Path(path) if path is not None else default_model_path()

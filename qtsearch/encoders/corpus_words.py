@@ -28,7 +28,7 @@ import copy
 import json
 import mmap
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,14 +73,15 @@ def refines(encoder: object) -> bool:
     return isinstance(encoder, TokenEncoder) and encoder.open_vocab is not None
 
 
-def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[list[str]],
+def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[Sequence[Sequence[int]]],
                      beta: float | None = None, progress: Callable[[int], None] | None = None,
                      keep: dict[int, list[np.ndarray]] | None = None,
                      min_texts: int | None = None) -> tuple[list[str], np.ndarray]:
     """(words, rows): every word of the texts that `encoder` composes, lower-cased, that
     occurs in at least `min_texts` texts (MIN_TEXTS), and its row moved towards the mean of
-    the unit vectors of those texts, rounded to fp16 as stored. One pass over
-    the texts, a shard at a time (`progress(n)` after each). `keep`: filled with each
+    the unit vectors of those texts, rounded to fp16 as stored. One pass over the texts'
+    token ids (`encoder.token_ids`'s, made in the texts' order: the open vocabulary numbers
+    words as it meets them), a shard at a time (`progress(n)` after each). `keep`: filled with each
     shard's token ids, by shard number, up to KEEP_TOKENS in all (setting the rows changes no
     id, so the build embeds them without tokenising twice)."""
     open_vocab = encoder.open_vocab
@@ -95,18 +96,21 @@ def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[list[str]],
     sums = np.zeros((0, encoder.dim), dtype=np.float64)  # per composed id - base
     seen = np.zeros(0, dtype=np.int64)
     kept_tokens = 0
-    for number, texts in enumerate(shards):
-        ids = [encoder.token_ids(t) for t in texts]
+    for number, ids in enumerate(shards):
         vectors = encoder.encode_ids(ids, normalize=True)
         total += vectors.sum(axis=0, dtype=np.float64)
         count += len(vectors)
         # a text counts once per composed word in it, however often the word occurs
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
+        arrays = bool(ids) and isinstance(ids[0], np.ndarray)  # the tokenising workers'
+        flat = (np.concatenate(ids).astype(np.int64) if arrays
+                else np.fromiter(chain.from_iterable(ids), dtype=np.int64,
+                                 count=int(lengths.sum())))
         texts_of = np.repeat(np.arange(len(ids)), lengths)
         if keep is not None and kept_tokens + len(flat) <= KEEP_TOKENS:
             kept_tokens += len(flat)
-            keep[number] = np.split(flat.astype(np.int32), np.cumsum(lengths)[:-1])
+            keep[number] = (list(ids) if arrays
+                            else np.split(flat.astype(np.int32), np.cumsum(lengths)[:-1]))
         composed = flat >= base
         grown = len(open_vocab.table) - base
         if grown > len(sums):
@@ -120,7 +124,7 @@ def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[list[str]],
         sums += occurs @ vectors
         seen += np.diff(occurs.indptr)
         if progress:
-            progress(len(texts))
+            progress(len(ids))
     used = np.flatnonzero(seen >= max(min_texts, 1))
     if not len(used):
         return [], np.zeros((0, encoder.dim), dtype=np.float32)
@@ -258,13 +262,14 @@ def with_corpus_words(encoder: Any, folder: str | os.PathLike) -> Any:
 
 
 def prepare_corpus_words(encoder: MeanEncoder, folder: str | os.PathLike,
-                         shards: Iterable[list[str]],
+                         shards: Iterable[Sequence[Sequence[int]]],
                          progress: Callable[[int], None] | None = None,
                          keep: dict[int, list[np.ndarray]] | None = None) -> int:
-    """The build's step before embedding: fit the corpus words over every shard's texts,
-    give them to `encoder` and write them into the (partial) index `folder`; a resumed build
-    reads the file it wrote. `keep`: the build's, filled with token ids as `fit_corpus_words`
-    says, for an embedding pass in this process. How many words."""
+    """The build's step before embedding: fit the corpus words over every shard's token ids
+    (`fit_corpus_words`; not read where the file is written already), give them to `encoder`
+    and write them into the (partial) index `folder`; a resumed build reads the file it
+    wrote. `keep`: the build's, filled with token ids as `fit_corpus_words` says, for an
+    embedding pass in this process. How many words."""
     found = load_corpus_words(folder)
     if found is None:
         found = fit_corpus_words(encoder, shards, progress=progress, keep=keep)

@@ -50,6 +50,8 @@ class MeanEncoder(FolderEncoder):
     #: a build reports its tokens composed and unknown: counting them costs nothing beside the
     #: gather of their rows
     counts_words = True
+    #: its encoding is a sparse sum on one thread: a CPU build tokenises on every core
+    light = True
 
     def __init__(self, path: str | os.PathLike | None = None):
         super().__init__(path)

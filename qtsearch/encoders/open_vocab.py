@@ -5,7 +5,7 @@ rows (`OpenVocab`), the rows themselves (`GrowingTable`), and what a build count
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import numpy as np
@@ -157,8 +157,11 @@ class OpenVocab(Vocab):
             ids = [self.extended(t) if i == 1 else i for i, t in zip(ids, tokens, strict=False)]
         return ids
 
-    def extended(self, token: str) -> int:
-        """The id of an unknown token: its composed row's, or <unk>'s (1)."""
+    def extended(self, token: str,
+                 composed: Mapping[str, np.ndarray | None] | None = None) -> int:
+        """The id of an unknown token: its composed row's, or <unk>'s (1). `composed`: rows
+        composed elsewhere (a build's tokenising workers), by lower-cased word, taken instead
+        of composing here (the pieces are uncased: the same row)."""
         found = self.composed.get(token, 0)
         if found != 0:
             return found if found is not None else 1
@@ -168,7 +171,8 @@ class OpenVocab(Vocab):
             if found == 0:
                 vector = self.stored.row(key) if self.stored is not None else None
                 if vector is None:
-                    vector = self.pieces.compose(token)
+                    vector = (composed[key] if composed is not None and key in composed
+                              else self.pieces.compose(token))
                 found = self.table.append(vector) if vector is not None else None
                 self.composed[key] = found
             self.composed[token] = found

@@ -28,6 +28,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -269,6 +270,13 @@ class LazyPieces:
         self.dim = dim
         self._table: Pieces | None = None
         self._lock = threading.Lock()  # one read, however many threads compose at once
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Sent unread (to a build's tokenising workers, which read it themselves)."""
+        return {"folder": self.folder, "dim": self.dim}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["folder"], state["dim"])
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> LazyPieces | None:

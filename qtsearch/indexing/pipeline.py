@@ -68,7 +68,7 @@ from qtsearch.indexing.build_config import IndexConfig, default_out
 from qtsearch.indexing.index_stage import IndexStage, build_fields, manifest_fields
 from qtsearch.indexing.rerun import built_before
 from qtsearch.indexing.state import PARALLEL_MIN_CPUS, SHARDS, STATE_FILE, BuildState
-from qtsearch.indexing.tokens import BuildTokens, shard_inputs
+from qtsearch.indexing.tokens import BuildTokens, shard_ids, shard_inputs
 from qtsearch.text.reader import list_files, read_sentences
 
 #: Without --split-sentences, a corpus of at least WRAPPED_MIN_LINES lines more than
@@ -214,9 +214,9 @@ class Builder:
 
         todo = [i for i in range(shards) if i not in done]
         if refines(encoder):  # words it composes move towards their passages: a first pass
-            with self.reporter.stage("words", count, "sentences") as advance:
-                prepare_corpus_words(encoder, self.partial, map(texts, range(shards)), advance,
-                                     keep=tokens.kept)
+            with self.reporter.stage("words", count, "sentences") as advance, shard_ids(
+                    texts, list(range(shards)), count, encoder) as ids:
+                prepare_corpus_words(encoder, self.partial, ids, advance, keep=tokens.kept)
         with self.reporter.stage("embed", count, "sentences") as advance, shard_inputs(
                 texts, todo, count - already, encoder if fast else None, tokens.kept) as inputs:
             advance(already)

@@ -42,6 +42,7 @@ from qtsearch.index.transform import TRANSFORM_FILE, VectorTransform
 from qtsearch.indexing import shards as shard_files
 from qtsearch.indexing.index_stage import IndexStage
 from qtsearch.indexing.pipeline import Builder, BuildResult, IndexConfig, build_index, model_spec
+from qtsearch.indexing.tokens import shard_ids
 
 if TYPE_CHECKING:
     from qtsearch.encoders.base import IndexEncoder
@@ -203,10 +204,10 @@ class RayBuilder(Builder):
         self.state["embedded"] = done
         todo = sorted(set(range(n_shards)) - set(done))
         if refines(encoder):  # the local build's first pass, here in the driver
-            with self.reporter.stage("words", count, "sentences") as advance:
-                prepare_corpus_words(encoder, self.partial, (
-                    shard_files.read_texts(shard_files.rows_path(self.shards, i))
-                    for i in range(n_shards)), advance)
+            with self.reporter.stage("words", count, "sentences") as advance, shard_ids(
+                    lambda i: shard_files.read_texts(shard_files.rows_path(self.shards, i)),
+                    list(range(n_shards)), count, encoder) as ids:
+                prepare_corpus_words(encoder, self.partial, ids, advance)
         with self.reporter.stage("embed", count, "sentences") as advance:
             advance(sum(shard_files.shard_rows(shard_files.rows_path(self.shards, i))
                         for i in done))

@@ -8,7 +8,10 @@ vocabulary lookups) is Python and holds the GIL, so threads would gain ~15% on 2
 holds torch's thread pools), import only the tokeniser and the vocabulary, and get the
 vocabulary once; they ignore Ctrl-C, which the build handles. The ids are those of
 `token_ids`, the function `Encoder.token_ids` calls, so rows and vectors are the serial
-path's exactly.
+path's exactly. An open vocabulary (qtsearch.encoders.open_vocab) numbers a new word when it
+first meets it, in the one process that holds its table: the workers look words up in the
+closed vocabulary and send back the tokens it lacks, which the parent numbers in the texts'
+order, as the serial path does.
 
 What a build learns of its tokens between passes (`BuildTokens`) is the build's own, not the
 encoder's: the encoder may serve other builds and queries meanwhile.
@@ -19,20 +22,22 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+from array import array
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from qtsearch.text.tokenizer import token_ids
+from qtsearch.text.tokenizer import tokenize
 
 if TYPE_CHECKING:  # not imported: the workers import this module, and need none of them
     import numpy as np
 
     from qtsearch.encoders.base import IndexEncoder, TokenEncoder
-    from qtsearch.encoders.open_vocab import WordCounts
+    from qtsearch.encoders.open_vocab import OpenVocab, WordCounts
+    from qtsearch.encoders.pieces import LazyPieces, Pieces
     from qtsearch.text.vocab import Vocab
 
 #: Sentences per task: big enough that sending it costs little next to tokenising it, small
@@ -42,8 +47,15 @@ CHUNK = 2_000
 #: BlingFire, the vocabulary) costs about what it saves on this many sentences.
 MIN_SENTENCES = 20_000
 
+#: A task's answer: the ids of its texts flat (int32), each text's count of them, where the
+#: closed vocabulary lacks a token (flat positions) with those tokens, and the composed rows
+#: of the lower-cased words among them this worker has not sent before.
+Chunk = tuple[array, list[int], list[int], list[str], dict[str, "np.ndarray | None"]]
+
 _vocab: Vocab | None = None
 _max_len = 0
+_pieces: Pieces | LazyPieces | None = None
+_composed: set[str] = set()  # the words this worker has composed and sent
 
 
 @dataclass
@@ -74,15 +86,37 @@ def cpus() -> int:
         return os.cpu_count() or 1
 
 
-def workers_for(count: int, device: str) -> int:
+def workers_for(count: int, device: str, light: bool = False) -> int:
     """Worker processes for tokenising `count` sentences for an encoder on `device`: one per
-    CPU but the one feeding the GPU where the encoder runs there, else 0 (tokenise in this
-    process). On the CPU the encoder's own threads want the cores: on 2 cores, workers beside
-    the encoding made the stage slower (docs/indexing.md, "Tokenising in parallel"), and
-    `nn.GRU` waits at every step for a thread that a tokeniser has descheduled. Small builds:
-    see MIN_SENTENCES."""
+    CPU but the one feeding the GPU where the encoder runs there; on the CPU one per CPU for
+    a `light` encoder (the mean-of-words model: a sparse sum on one thread, which leaves the
+    cores to the tokenisers), else 0 (tokenise in this process: a network's own threads want
+    the cores, on 2 cores workers beside its encoding made the stage slower, docs/indexing.md,
+    "Tokenising in parallel", and `nn.GRU` waits at every step for a thread that a tokeniser
+    has descheduled). Small builds: see MIN_SENTENCES."""
     n = cpus()
-    return n - 1 if device == "cuda" and n > 1 and count >= MIN_SENTENCES else 0
+    if count < MIN_SENTENCES or n < 2:
+        return 0
+    return n - 1 if device == "cuda" else n if light else 0
+
+
+@contextmanager
+def shard_ids(texts_of: Callable[[int], list[str]], shards: list[int], count: int,
+              encoder: TokenEncoder) -> Iterator[Iterator[Sequence[Sequence[int]]]]:
+    """The token ids of each shard's texts, in order, exactly `encoder.token_ids`'s: made by
+    worker processes where `workers_for` says (`count`: sentences in all), else by a thread
+    one shard ahead where the encoder allows it (`TokenEncoder.tokenises_alongside`), else
+    here. Leaving the block stops the workers, also on Ctrl-C."""
+    from qtsearch.indexing.shards import one_ahead  # pyarrow: not for the workers
+
+    workers = workers_for(count, encoder.device.type, light=encoder.light) if shards else 0
+    if not workers:
+        yield one_ahead(lambda shard: [encoder.token_ids(t) for t in texts_of(shard)], shards,
+                        encoder.tokenises_alongside())
+        return
+    with closing(token_shards(texts_of, shards, encoder.vocab, encoder.max_len, workers,
+                              encoder.open_vocab)) as ids:
+        yield ids
 
 
 @contextmanager
@@ -91,69 +125,84 @@ def shard_inputs(texts_of: Callable[[int], list[str]], shards: list[int], count:
                  kept: dict[int, list[np.ndarray]] | None = None) -> Iterator[Iterator[Any]]:
     """What the embed stage encodes, shard by shard: the ids of `encoder` (one of our models)
     or, for an encoder without a vocabulary (encoder None), the texts. `count` sentences in
-    all; worker processes tokenise where `workers_for` says, else a thread tokenises the next
-    shard where the encoder allows it (`TokenEncoder.tokenises_alongside`), else this thread.
-    `kept`: ids a pass before made (`BuildTokens.kept`), taken out as their shards come.
-    Leaving the block stops the workers, also on Ctrl-C."""
-    from qtsearch.indexing.shards import one_ahead  # pyarrow: not for the workers
-
+    all; `kept`: ids a pass before made (`BuildTokens.kept`), taken out as their shards come,
+    the others made by `shard_ids`. Leaving the block stops the workers, also on Ctrl-C."""
     if encoder is None:
         yield map(texts_of, shards)
         return
-    # an open vocabulary (qtsearch.encoders.open_vocab) numbers new words as it meets them: the
-    # ids of one process only mean anything to its own table
-    workers = 0 if encoder.open_vocab is not None else workers_for(count, encoder.device.type)
-    if workers:
-        with closing(token_shards(texts_of, shards, encoder.vocab, encoder.max_len,
-                                  workers)) as ids:
-            yield ids
-        return
-
     kept = {} if kept is None else kept
-
-    def ids_of(shard: int) -> list[list[int]]:
-        if shard in kept:
-            return kept.pop(shard)
-        return [encoder.token_ids(t) for t in texts_of(shard)]
-
-    yield one_ahead(ids_of, shards, encoder.tokenises_alongside())
+    with shard_ids(texts_of, [s for s in shards if s not in kept], count, encoder) as ids:
+        yield (kept.pop(shard) if shard in kept else next(ids) for shard in shards)
 
 
 def token_shards(texts_of: Callable[[int], list[str]], shards: list[int], vocab: Vocab,
-                 max_len: int, workers: int) -> Iterator[list[list[int]]]:
-    """The ids of each shard's texts, in order; while the caller works on one shard, the
-    `workers` processes tokenise the next."""
+                 max_len: int, workers: int,
+                 open_vocab: OpenVocab | None = None) -> Iterator[list[np.ndarray]]:
+    """The ids of each shard's texts under `vocab`, in order; while the caller works on one
+    shard, the `workers` processes tokenise the next. With an `open_vocab` (`vocab` itself)
+    the workers look tokens up in its closed vocabulary and compose the rows of those it
+    lacks, and it numbers them here, token after token in the texts' order, as the serial
+    path would."""
+    closed = vocab if open_vocab is None else open_vocab.closed
+    pieces = None if open_vocab is None else open_vocab.pieces
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_start,
-                             initargs=(vocab, max_len)) as pool:
-        pending: deque[list[Future[list[list[int]]]]] = deque()
+                             initargs=(closed, max_len, pieces)) as pool:
+        pending: deque[list[Future[Chunk]]] = deque()
         try:
             for shard in shards:
                 texts = texts_of(shard)
                 pending.append([pool.submit(_ids, texts[i : i + CHUNK])
                                 for i in range(0, len(texts), CHUNK)])
                 if len(pending) > 1:
-                    yield _gather(pending.popleft())
+                    yield _gather(pending.popleft(), open_vocab)
             while pending:
-                yield _gather(pending.popleft())
+                yield _gather(pending.popleft(), open_vocab)
         finally:  # interrupted or failed: nothing more to tokenise
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _gather(futures: list[Future[list[list[int]]]]) -> list[list[int]]:
-    ids: list[list[int]] = []
+def _gather(futures: list[Future[Chunk]], open_vocab: OpenVocab | None) -> list[np.ndarray]:
+    import numpy as np
+
+    ids: list[np.ndarray] = []
     for future in futures:
-        ids.extend(future.result())
+        flat, lengths, at, unknown, rows = future.result()
+        chunk = np.frombuffer(flat, dtype=np.int32).copy()
+        if unknown and open_vocab is not None:
+            chunk[np.asarray(at, dtype=np.int64)] = [open_vocab.extended(t, rows)
+                                                     for t in unknown]
+        ids.extend(np.split(chunk, np.cumsum(lengths)[:-1]))
     return ids
 
 
-def _start(vocab: Vocab, max_len: int) -> None:
-    """A worker's set-up: the vocabulary kept for every task; Ctrl-C is the parent's."""
-    global _vocab, _max_len
+def _start(vocab: Vocab, max_len: int, pieces: Pieces | LazyPieces | None) -> None:
+    """A worker's set-up: the vocabulary and pieces kept for every task; Ctrl-C is the
+    parent's."""
+    global _vocab, _max_len, _pieces
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _vocab, _max_len = vocab, max_len
+    _vocab, _max_len, _pieces = vocab, max_len, pieces
 
 
-def _ids(texts: list[str]) -> list[list[int]]:
+def _ids(texts: list[str]) -> Chunk:
+    """The texts' ids under the closed vocabulary (`token_ids`'s), flat, and where it lacks a
+    token: what an open vocabulary numbers in the parent (`token_shards`)."""
     assert _vocab is not None, "a tokenising worker runs _start first"
-    return [token_ids(_vocab, text, _max_len) for text in texts]
+    flat, lengths, at, unknown = array("i"), [], [], []
+    rows: dict[str, np.ndarray | None] = {}
+    for text in texts:
+        tokens = tokenize(text)
+        ids = _vocab.encode(tokens, _max_len, fold_case=True)
+        if tokens and 1 in ids:  # <unk>: as OpenVocab.encode asks for, position by position
+            start = len(flat)
+            for j, i in enumerate(ids):
+                if i == 1:
+                    at.append(start + j)
+                    unknown.append(tokens[j])
+                    key = tokens[j].lower()
+                    if _pieces is not None and key not in _composed:
+                        _composed.add(key)  # sent once: the parent keeps what it numbers
+                        rows[key] = _pieces.compose(key)
+        flat.extend(ids)
+        lengths.append(len(ids))
+    return flat, lengths, at, unknown, rows

@@ -167,27 +167,43 @@ def test_load_encoder_keeps_a_model_with_pieces_in_numpy(models: tuple[Path, Pat
     assert isinstance(load_encoder(open_, device="auto"), MeanEncoder)
 
 
-def test_an_open_vocabulary_tokenises_in_one_process(
+def test_a_build_tokenised_by_workers_composes_and_numbers_as_the_serial_one(
         models: tuple[Path, Path], abstracts: list[str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Worker processes would number composed words each in its own table: a build of a model
-    with a pieces table tokenises in the encoder's process even where workers are allowed,
-    and gives the serial build's vectors."""
+    """A build of a model with a pieces table, tokenised by worker processes (they compose,
+    the build's process numbers the words), gives the serial build's corpus words and
+    vectors, in the corpus-words pass and in the embedding pass after it alike."""
+    from qtsearch.encoders import corpus_words
     from qtsearch.index import INDEX_FILE, open_faiss_index
     from qtsearch.indexing import tokens
 
     corpus = tmp_path / "scifact.txt"
     corpus.write_text("\n".join(abstracts[:120]) + "\n", encoding="utf-8")
 
-    def build(out: Path) -> np.ndarray:
+    def build(out: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
         build_index(IndexConfig(corpus=[str(corpus)], model=str(models[1]), out=str(out),
                                 index="flat", device="cpu", fit="none", shard_size=50))
         index = open_faiss_index(out / INDEX_FILE)
-        return index.reconstruct_n(0, index.ntotal)
+        found = load_corpus_words(out)
+        assert found is not None
+        return found[0], found[1], index.reconstruct_n(0, index.ntotal)
 
-    serial = build(tmp_path / "serial")
-    monkeypatch.setattr(tokens, "workers_for", lambda count, device: 2)
-    np.testing.assert_array_equal(build(tmp_path / "forced"), serial)
+    words, rows, serial = build(tmp_path / "serial")
+    assert len(words) > 100
+    asked: list[int] = []
+
+    def two_workers(count: int, device: str, light: bool = False) -> int:
+        asked.append(count)
+        return 2
+
+    monkeypatch.setattr(tokens, "workers_for", two_workers)
+    # ids not kept from the corpus-words pass: the embedding pass tokenises through them too
+    monkeypatch.setattr(corpus_words, "KEEP_TOKENS", 0)
+    forced_words, forced_rows, forced = build(tmp_path / "forced")
+    assert asked == [120, 120]  # both passes
+    assert forced_words == words
+    np.testing.assert_array_equal(forced_rows, rows)
+    np.testing.assert_array_equal(forced, serial)
 
 
 def test_corpus_rows_replace_composed_ones_whatever_was_composed_before(

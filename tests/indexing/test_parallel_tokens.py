@@ -3,7 +3,9 @@ and a build that uses it exactly the serial build's rows and vectors."""
 
 from __future__ import annotations
 
+import gzip
 import itertools
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -20,6 +22,7 @@ from qtsearch.indexing.pipeline import IndexConfig, build_index
 from qtsearch.text.reader import read_sentences
 
 EMMA = "gutenberg/0003-austen-jane--emma.txt.gz"
+SCIFACT = "beir/scifact/corpus.jsonl.gz"
 
 
 @pytest.fixture(scope="module")
@@ -46,14 +49,43 @@ def test_workers_tokenise_a_real_book_exactly_as_the_encoder(shared_data: Path,
     parallel = list(tokens.token_shards(lambda i: shards[i], list(range(len(shards))),
                                         encoder.vocab, encoder.max_len, workers=2))
     assert [len(ids) for ids in parallel] == [len(s) for s in shards]
-    assert parallel == [[encoder.token_ids(t) for t in s] for s in shards]
+    assert [[a.tolist() for a in ids] for ids in parallel] == \
+        [[encoder.token_ids(t) for t in s] for s in shards]
 
 
-def test_no_workers_for_the_cpu_or_a_small_build() -> None:
+def test_workers_give_an_open_vocabulary_the_serial_ids_and_rows(shared_data: Path) -> None:
+    """The shipped model composes the words its table lacks and numbers them as it meets
+    them: through the workers (which look words up and compose, the parent numbering them),
+    SciFact abstracts get the serial path's ids, and the table the same rows in the same
+    order, word after word."""
+    texts = []
+    with gzip.open(shared_data / SCIFACT, "rt", encoding="utf-8") as fh:
+        for line in itertools.islice(fh, 1500):
+            record = json.loads(line)
+            texts.extend(f"{record['title']}. {record['text']}".split(". "))
+    shards = [texts[:3000], texts[3000:3001], [], texts[3001:]]
+    serial, parallel = load_encoder(DEFAULT_MODEL, device="cpu"), \
+        load_encoder(DEFAULT_MODEL, device="cpu")
+    assert serial.open_vocab is not None and parallel.open_vocab is not None
+    expected = [[serial.token_ids(t) for t in s] for s in shards]
+    got = list(tokens.token_shards(lambda i: shards[i], list(range(len(shards))),
+                                   parallel.vocab, parallel.max_len, 2, parallel.open_vocab))
+    assert [[a.tolist() for a in ids] for ids in got] == expected
+    composed = len(serial.open_vocab.table) - serial.open_vocab.table.base
+    assert composed > 1000  # the abstracts' own words, many of them
+    assert serial.open_vocab.composed == parallel.open_vocab.composed
+    np.testing.assert_array_equal(parallel.open_vocab.table.view(),
+                                  serial.open_vocab.table.view())
+
+
+def test_workers_for_the_gpu_and_a_light_encoder_only() -> None:
     big = tokens.MIN_SENTENCES
     assert tokens.workers_for(big, "cpu") == 0
     assert tokens.workers_for(big - 1, "cuda") == 0
-    assert tokens.workers_for(big, "cuda") == max(0, tokens.cpus() - 1)
+    assert tokens.workers_for(big - 1, "cpu", light=True) == 0
+    many = tokens.cpus() >= 2
+    assert tokens.workers_for(big, "cuda") == (tokens.cpus() - 1 if many else 0)
+    assert tokens.workers_for(big, "cpu", light=True) == (tokens.cpus() if many else 0)
 
 
 def _rows_and_vectors(index: Path) -> tuple[list[tuple], np.ndarray]:
@@ -75,7 +107,7 @@ def test_a_build_tokenised_by_workers_equals_the_serial_build(
     serial_rows, serial_vectors = build(tmp_path / "serial")
     used: list[int] = []
 
-    def two_workers(count: int, device: str) -> int:
+    def two_workers(count: int, device: str, light: bool = False) -> int:
         used.append(count)
         return 2
 
