@@ -112,17 +112,19 @@ def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[Sequence[Sequence[in
             keep[number] = (list(ids) if arrays
                             else np.split(flat.astype(np.int32), np.cumsum(lengths)[:-1]))
         composed = flat >= base
-        grown = len(open_vocab.table) - base
-        if grown > len(sums):
-            sums = np.vstack([sums, np.zeros((grown - len(sums), encoder.dim))])
-            seen = np.concatenate([seen, np.zeros(grown - len(seen), dtype=np.int64)])
-        occurs = csr_matrix((np.ones(int(composed.sum())), (flat[composed] - base,
-                                                           texts_of[composed])),
-                            shape=(grown, len(ids)))
+        # the shard's composed words only: a product over every word composed so far would
+        # write (and zero) a row for each, hundreds of thousands a shard at 1M sentences
+        words, row_of = np.unique(flat[composed] - base, return_inverse=True)
+        if len(words) and words[-1] >= len(sums):  # room for them, doubled as it grows
+            room = max(int(words[-1]) + 1, 2 * len(sums))
+            sums = np.concatenate([sums, np.zeros((room - len(sums), encoder.dim))])
+            seen = np.concatenate([seen, np.zeros(room - len(seen), dtype=np.int64)])
+        occurs = csr_matrix((np.ones(len(row_of)), (row_of.reshape(-1), texts_of[composed])),
+                            shape=(len(words), len(ids)))
         occurs.sum_duplicates()
         occurs.data[:] = 1
-        sums += occurs @ vectors
-        seen += np.diff(occurs.indptr)
+        sums[words] += occurs @ vectors
+        seen[words] += np.diff(occurs.indptr)
         if progress:
             progress(len(ids))
     used = np.flatnonzero(seen >= max(min_texts, 1))
