@@ -9,7 +9,7 @@ CPU time per query, and how often the two settings agree on the first hit.
 Queries: the everyday questions and statements of benchmarks/everyday/queries.tsv, or one a
 line from --queries; each asked --rounds times after one warm-up round.
 
-    python benchmarks/alignment_cost.py /tmp/wiki1m --rounds 10
+    python benchmarks/alignment_cost.py /tmp/oneshot-1m-cur --rounds 10
 """
 
 from __future__ import annotations
