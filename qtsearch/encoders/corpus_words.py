@@ -115,8 +115,8 @@ def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[Sequence[Sequence[in
         # the shard's composed words only: a product over every word composed so far would
         # write (and zero) a row for each, hundreds of thousands a shard at 1M sentences
         words, row_of = np.unique(flat[composed] - base, return_inverse=True)
-        if len(words) and words[-1] >= len(sums):  # room for them, doubled as it grows
-            room = max(int(words[-1]) + 1, 2 * len(sums))
+        if len(words) and words[-1] >= len(sums):  # room for every word composed so far
+            room = len(open_vocab.table) - base
             sums = np.concatenate([sums, np.zeros((room - len(sums), encoder.dim))])
             seen = np.concatenate([seen, np.zeros(room - len(seen), dtype=np.int64)])
         occurs = csr_matrix((np.ones(len(row_of)), (row_of.reshape(-1), texts_of[composed])),
