@@ -17,17 +17,25 @@ With `--alignments`, the BM25 weights stay the index's own and word alignment's 
 (`SearchSettings.alignment`, qtsearch.search.alignment) varies instead, in semantic and hybrid
 search alike (0: the first stage alone), BM25 beside.
 
+With `--passage-grid`, the documents only: hybrid search over every combination of word
+alignment's weight (`--alignments`), the semantic leg's feedback (`--passage-feedbacks`) and
+BM25's weight (`--passage-weights`), one row each.
+
     python benchmarks/hybrid_weights.py [--model MODEL] --sentence-weights 0.2 0.3 0.4 0.5 \
         --passage-weights 0.6 0.7 [--sentence-feedback 0.5] [--passage-feedback 0]
     python benchmarks/hybrid_weights.py --alignments 0 0.3 0.4 0.5 0.6
+    python benchmarks/hybrid_weights.py --passage-grid --alignments 0.3 0.4 0.5 \
+        --passage-feedbacks 1 2 3 --passage-weights 0.5 0.6
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from qtsearch.core.paths import data_root
 from qtsearch.evaluation.relevance.indexes import encoder_key, open_task_index
@@ -87,12 +95,19 @@ def main() -> None:
                              "index's own, none).")
     parser.add_argument("--alignments", nargs="+", type=float, default=None,
                         help="Vary word alignment's weight instead of BM25's.")
+    parser.add_argument("--passage-grid", action="store_true",
+                        help="Documents only: hybrid over every (alignment, feedback, BM25 "
+                             "weight).")
+    parser.add_argument("--passage-feedbacks", nargs="+", type=float, default=[2.0])
     parser.add_argument("--squad-questions", type=int, default=3000)
     parser.add_argument("--skip", nargs="*", default=[], choices=["squad", "paraphrase", "beir"])
     args = parser.parse_args()
     root = data_root()
     encoder = query_encoder(args.model, device="cpu")
     fingerprint = encoder_key(encoder)
+    if args.passage_grid:
+        grid(args, encoder, fingerprint)
+        return
     aligned = args.alignments is not None
     Score = Callable[[str, SearchSettings | None], float]
 
@@ -147,6 +162,26 @@ def main() -> None:
                     index, pw, lambda m, s, i=index, c=coll:
                     run_retrieval(i, c, m, settings=s)["nDCG@10"], args.passage_feedback),
                     not aligned), flush=True)
+
+
+def grid(args: argparse.Namespace, encoder: Any, fingerprint: str) -> None:
+    """Hybrid nDCG@10 on the BEIR development splits over every passage setting asked."""
+    root = data_root()
+    alignments = args.alignments or [0.5]
+    combos = list(itertools.product(alignments, args.passage_feedbacks, args.passage_weights))
+    cells: dict[tuple[float, float, float], list[float]] = {c: [] for c in combos}
+    for name, split in BEIR:
+        coll = beir.load(root / "beir" / name, split)
+        folder, _ = collection_index(coll, args.model, encoder.name, fingerprint)
+        with Index.open(folder, model=encoder, device="cpu") as index:
+            for a, f, w in combos:
+                chosen = replace(index.settings, alignment=a, feedback=f, lexical_weight=w)
+                cells[(a, f, w)].append(run_retrieval(index, coll, "hybrid",
+                                                      settings=chosen)["nDCG@10"])
+    print("| alignment | feedback | BM25 weight | " + " | ".join(
+        f"{n} {s} nDCG@10" for n, s in BEIR) + " |\n|---:|---:|---:|" + "---:|" * len(BEIR))
+    for (a, f, w), scores in cells.items():
+        print(f"| {a} | {f} | {w} | " + " | ".join(f"{x:.4f}" for x in scores) + " |")
 
 
 if __name__ == "__main__":
