@@ -25,6 +25,7 @@ dict built at open.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import mmap
 import os
@@ -93,7 +94,7 @@ def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[Sequence[Sequence[in
     base = open_vocab.table.base  # the model's rows: their length, without converting them
     total = np.zeros(encoder.dim, dtype=np.float64)
     count = 0
-    sums = np.zeros((0, encoder.dim), dtype=np.float64)  # per composed id - base
+    sums = _Sums(encoder.dim)  # per composed id - base
     seen = np.zeros(0, dtype=np.int64)
     kept_tokens = 0
     for number, ids in enumerate(shards):
@@ -115,15 +116,14 @@ def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[Sequence[Sequence[in
         # the shard's composed words only: a product over every word composed so far would
         # write (and zero) a row for each, hundreds of thousands a shard at 1M sentences
         words, row_of = np.unique(flat[composed] - base, return_inverse=True)
-        if len(words) and words[-1] >= len(sums):  # room for every word composed so far
-            room = len(open_vocab.table) - base
-            sums = np.concatenate([sums, np.zeros((room - len(sums), encoder.dim))])
-            seen = np.concatenate([seen, np.zeros(room - len(seen), dtype=np.int64)])
+        if len(words) and words[-1] >= len(seen):  # room for every word composed so far
+            seen = np.concatenate([seen, np.zeros(len(open_vocab.table) - base - len(seen),
+                                                  dtype=np.int64)])
         occurs = csr_matrix((np.ones(len(row_of)), (row_of.reshape(-1), texts_of[composed])),
                             shape=(len(words), len(ids)))
         occurs.sum_duplicates()
         occurs.data[:] = 1
-        sums[words] += occurs @ vectors
+        sums.add(words, occurs @ vectors)
         seen[words] += np.diff(occurs.indptr)
         if progress:
             progress(len(ids))
@@ -131,11 +131,40 @@ def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[Sequence[Sequence[in
     if not len(used):
         return [], np.zeros((0, encoder.dim), dtype=np.float32)
     table = open_vocab.table.view()[base + used]
-    context = sums[used] / seen[used, None] - total / count
+    context = sums.take(used) / seen[used, None] - total / count
     scale = np.linalg.norm(table, axis=1) / np.maximum(np.linalg.norm(context, axis=1), 1e-12)
     rows = (table + beta * scale[:, None] * context).astype(np.float16).astype(np.float32)
     word_of = {j: w for w, j in open_vocab.composed.items() if j is not None and w == w.lower()}
     return [word_of[base + j] for j in used], rows
+
+
+class _Sums:
+    """float64 rows by id, zero until added to, kept in blocks of BLOCK rows: growing by a
+    block copies none of the rows before (a build of 1M Wikipedia sentences composes 270,000
+    words: one array grown to fit was copied whole at every shard, and held twice meanwhile)."""
+
+    BLOCK = 16_384
+
+    def __init__(self, dim: int):
+        self.dim = dim
+        self.blocks: list[np.ndarray] = []
+
+    def add(self, ids: np.ndarray, rows: np.ndarray) -> None:
+        """Add `rows` to the rows of `ids` (sorted, distinct)."""
+        if not len(ids):
+            return
+        while len(self.blocks) * self.BLOCK <= ids[-1]:
+            self.blocks.append(np.zeros((self.BLOCK, self.dim)))
+        cuts = np.searchsorted(ids, np.arange(1, len(self.blocks)) * self.BLOCK)
+        for number, (lo, hi) in enumerate(itertools.pairwise([0, *cuts.tolist(), len(ids)])):
+            if hi > lo:
+                self.blocks[number][ids[lo:hi] - number * self.BLOCK] += rows[lo:hi]
+
+    def take(self, ids: np.ndarray) -> np.ndarray:
+        """The rows of `ids` (sorted), as one array."""
+        block = ids // self.BLOCK
+        return np.concatenate([np.zeros((0, self.dim))] + [
+            self.blocks[b][ids[block == b] - b * self.BLOCK] for b in np.unique(block).tolist()])
 
 
 def save_corpus_words(folder: str | os.PathLike, words: list[str], rows: np.ndarray,

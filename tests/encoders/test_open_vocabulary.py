@@ -219,3 +219,22 @@ def test_corpus_rows_replace_composed_ones_whatever_was_composed_before(
     enc.open_vocab.set_rows(words, rows)
     for i in (0, 1500, 2999, 3000, 3001):
         np.testing.assert_array_equal(enc.encode([words[i]])[0], rows[i])
+
+
+def test_corpus_word_sums_add_up_across_blocks() -> None:
+    """The corpus-words pass's per-word sums, kept in blocks, equal one dense array's, for
+    ids on both sides of block boundaries and added to shard after shard."""
+    from qtsearch.encoders.corpus_words import _Sums
+
+    rng = np.random.default_rng(0)
+    size = 2 * _Sums.BLOCK + 100
+    sums, dense = _Sums(4), np.zeros((size, 4))
+    for shard in range(5):
+        ids = np.unique(rng.integers(0, size if shard else _Sums.BLOCK // 2, 3_000))
+        rows = rng.normal(size=(len(ids), 4))
+        sums.add(ids, rows)
+        dense[ids] += rows
+    sums.add(np.zeros(0, dtype=np.int64), np.zeros((0, 4)))
+    wanted = np.flatnonzero(dense.any(axis=1))
+    assert wanted.max() >= 2 * _Sums.BLOCK  # three blocks in use
+    np.testing.assert_array_equal(sums.take(wanted), dense[wanted])
