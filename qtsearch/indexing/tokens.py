@@ -10,8 +10,8 @@ vocabulary once; they ignore Ctrl-C, which the build handles. The ids are those 
 `token_ids`, the function `Encoder.token_ids` calls, so rows and vectors are the serial
 path's exactly. An open vocabulary (qtsearch.encoders.open_vocab) numbers a new word when it
 first meets it, in the one process that holds its table: the workers look words up in the
-closed vocabulary and send back the tokens it lacks, which the parent numbers in the texts'
-order, as the serial path does.
+closed vocabulary and send back the tokens it lacks with their composed rows, and the parent
+numbers them in the texts' order, as the serial path does.
 
 What a build learns of its tokens between passes (`BuildTokens`) is the build's own, not the
 encoder's: the encoder may serve other builds and queries meanwhile.
