@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -154,30 +154,33 @@ def main() -> None:
         pw = args.alignments if aligned else args.passage_weights
         fb = "" if args.passage_feedback is None else f" (feedback {args.passage_feedback})"
         print("\n" + heads(f"documents{fb}", pw))
-        for name, split in BEIR:
-            coll = beir.load(root / "beir" / name, split)
-            folder, _ = collection_index(coll, args.model, encoder.name, fingerprint)
-            with Index.open(folder, model=encoder, device="cpu") as index:
-                print(row(f"{name} {split} (nDCG@10)", measure(
-                    index, pw, lambda m, s, i=index, c=coll:
-                    run_retrieval(i, c, m, settings=s)["nDCG@10"], args.passage_feedback),
-                    not aligned), flush=True)
+        for name, split, coll, index in beir_indexes(args.model, encoder, fingerprint):
+            print(row(f"{name} {split} (nDCG@10)", measure(
+                index, pw, lambda m, s, i=index, c=coll:
+                run_retrieval(i, c, m, settings=s)["nDCG@10"], args.passage_feedback),
+                not aligned), flush=True)
+
+
+def beir_indexes(model: str | None, encoder: Any, fingerprint: str
+                 ) -> Iterator[tuple[str, str, Any, Index]]:
+    """(name, split, collection, its index opened) for each BEIR development split."""
+    for name, split in BEIR:
+        coll = beir.load(data_root() / "beir" / name, split)
+        folder, _ = collection_index(coll, model, encoder.name, fingerprint)
+        with Index.open(folder, model=encoder, device="cpu") as index:
+            yield name, split, coll, index
 
 
 def grid(args: argparse.Namespace, encoder: Any, fingerprint: str) -> None:
     """Hybrid nDCG@10 on the BEIR development splits over every passage setting asked."""
-    root = data_root()
     alignments = args.alignments or [0.5]
     combos = list(itertools.product(alignments, args.passage_feedbacks, args.passage_weights))
     cells: dict[tuple[float, float, float], list[float]] = {c: [] for c in combos}
-    for name, split in BEIR:
-        coll = beir.load(root / "beir" / name, split)
-        folder, _ = collection_index(coll, args.model, encoder.name, fingerprint)
-        with Index.open(folder, model=encoder, device="cpu") as index:
-            for a, f, w in combos:
-                chosen = replace(index.settings, alignment=a, feedback=f, lexical_weight=w)
-                cells[(a, f, w)].append(run_retrieval(index, coll, "hybrid",
-                                                      settings=chosen)["nDCG@10"])
+    for _, _, coll, index in beir_indexes(args.model, encoder, fingerprint):
+        for a, f, w in combos:
+            chosen = replace(index.settings, alignment=a, feedback=f, lexical_weight=w)
+            cells[(a, f, w)].append(run_retrieval(index, coll, "hybrid",
+                                                  settings=chosen)["nDCG@10"])
     print("| alignment | feedback | BM25 weight | " + " | ".join(
         f"{n} {s} nDCG@10" for n, s in BEIR) + " |\n|---:|---:|---:|" + "---:|" * len(BEIR))
     for (a, f, w), scores in cells.items():

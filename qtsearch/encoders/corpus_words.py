@@ -30,7 +30,6 @@ import json
 import mmap
 import os
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +38,7 @@ import numpy as np
 from qtsearch.core.config import save_tensors
 from qtsearch.core.errors import UnusableIndex
 from qtsearch.core.sorted_lines import find_line, line_blob
-from qtsearch.encoders.base import TokenEncoder
+from qtsearch.encoders.base import TokenEncoder, flat_ids
 
 if TYPE_CHECKING:
     from qtsearch.encoders.mean import MeanEncoder
@@ -102,15 +101,12 @@ def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[Sequence[Sequence[in
         total += vectors.sum(axis=0, dtype=np.float64)
         count += len(vectors)
         # a text counts once per composed word in it, however often the word occurs
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        arrays = bool(ids) and isinstance(ids[0], np.ndarray)  # the tokenising workers'
-        flat = (np.concatenate(ids).astype(np.int64) if arrays
-                else np.fromiter(chain.from_iterable(ids), dtype=np.int64,
-                                 count=int(lengths.sum())))
+        flat, lengths = flat_ids(ids)
         texts_of = np.repeat(np.arange(len(ids)), lengths)
         if keep is not None and kept_tokens + len(flat) <= KEEP_TOKENS:
             kept_tokens += len(flat)
-            keep[number] = (list(ids) if arrays
+            # the tokenising workers' int32 arrays are kept as they are
+            keep[number] = (list(ids) if ids and isinstance(ids[0], np.ndarray)
                             else np.split(flat.astype(np.int32), np.cumsum(lengths)[:-1]))
         composed = flat >= base
         # the shard's composed words only: a product over every word composed so far would

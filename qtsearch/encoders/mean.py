@@ -22,13 +22,12 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Sequence
-from itertools import chain
 
 import numpy as np
 
 from qtsearch.core.device import Cpu
 from qtsearch.core.errors import ModelError
-from qtsearch.encoders.base import LEAD_TOKENS, TAIL_WEIGHT, FolderEncoder, l2_normalize
+from qtsearch.encoders.base import LEAD_TOKENS, TAIL_WEIGHT, FolderEncoder, flat_ids, l2_normalize
 from qtsearch.encoders.files import TABLE, read_tensors
 from qtsearch.encoders.open_vocab import Float32Rows, OpenVocab, WordCounts
 from qtsearch.encoders.pieces import LazyPieces
@@ -94,9 +93,7 @@ class MeanEncoder(FolderEncoder):
         distinct word once, then which row each token is, text after text, and each text's
         number of tokens: what word alignment compares (qtsearch.search.alignment). One gather
         for all the texts, of distinct words only (30 hits' 630 tokens are ~250 words)."""
-        ids = [self.token_ids(t) for t in texts]
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
+        flat, lengths = flat_ids([self.token_ids(t) for t in texts])
         words, positions = np.unique(flat, return_inverse=True)
         return self._rows(words), positions.reshape(-1), lengths
 
@@ -127,13 +124,7 @@ class MeanEncoder(FolderEncoder):
             whole = table.view() if table is not None else self.table
         step = CHUNK if sparse else max(1, min(BLOCK, batch_size))
         for s in range(0, len(ids), step):
-            block = ids[s : s + step]
-            lengths = np.fromiter(map(len, block), dtype=np.int64, count=len(block))
-            if block and isinstance(block[0], np.ndarray):  # a build's kept ids: arrays
-                flat = np.concatenate(block).astype(np.int64)
-            else:
-                flat = np.fromiter(chain.from_iterable(block), dtype=np.int64,
-                                   count=int(lengths.sum()))
+            flat, lengths = flat_ids(ids[s : s + step])
             starts = np.cumsum(lengths) - lengths
             if counts is not None:
                 counts.add(flat, len(self.rows))
@@ -156,7 +147,7 @@ class MeanEncoder(FolderEncoder):
                 out[s : s + step] = np.add.reduceat(rows, starts, axis=0)
                 out[s : s + step] /= totals[:, None]
             if progress:
-                progress(len(block))
+                progress(len(lengths))
         return l2_normalize(out) if normalize else out
 
     def _negation_marks(self, flat: np.ndarray, starts: np.ndarray

@@ -10,14 +10,13 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
-from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from qtsearch.core.device import autocast_dtype, resolve_device
 from qtsearch.core.errors import ModelError
-from qtsearch.encoders.base import FolderEncoder, l2_normalize
+from qtsearch.encoders.base import FolderEncoder, flat_ids, l2_normalize
 from qtsearch.encoders.files import PIECES
 
 if TYPE_CHECKING:  # numba's paths are imported on first use (see the properties below)
@@ -65,7 +64,7 @@ class Encoder(FolderEncoder):
         import torch
 
         if counts is not None:  # no composed words here: every id is the vocabulary's
-            counts.add(np.fromiter(chain.from_iterable(ids), dtype=np.int64), len(self.vocab))
+            counts.add(flat_ids(ids)[0], len(self.vocab))
         small = self._small_batches if len(ids) <= SMALL_BATCH else None
         if small is not None and ids:
             out = small.embed([list(x) for x in ids])
@@ -137,9 +136,7 @@ class PaddedBatches:
     one flat array of every id (a Python loop per row would cost more than tokenising)."""
 
     def __init__(self, ids: Sequence[list[int]]):
-        self.lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        self.flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64,
-                                count=int(self.lengths.sum()))
+        self.flat, self.lengths = flat_ids(ids)
         self.starts = np.cumsum(self.lengths) - self.lengths
         self.order = np.argsort(self.lengths, kind="stable")
 
