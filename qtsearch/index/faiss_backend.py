@@ -74,11 +74,13 @@ FEW_QUERIES = 4
 
 @contextlib.contextmanager
 def threads_for(index: faiss.Index, n_queries: int) -> Iterator[None]:
-    """faiss on one thread for a few queries to a graph or inverted-list index: their parallel
-    loops run over queries, so a single query gains nothing from a second thread, whose
-    spin-wait afterwards held the core the next query's encoding needed (docs/benchmarks.md,
-    "Speed"). Exhaustive indexes (flat, SQ) split one query's scan over all threads: kept."""
-    if n_queries > FEW_QUERIES or not searches_per_query(index):
+    """faiss on one thread for a few queries, whatever the index: its loops run over the
+    queries (a flat or scalar-quantised scan of one query too, at faiss 1.15), so a lone query
+    gains nothing from more threads, whose spin-wait afterwards held the cores that the next
+    query's encoding and a server's other requests needed. Measured on a 2-core VM, one query
+    to 1M flat vectors: 80 ms wall and CPU on one thread, 103 ms wall and 204 ms CPU on two
+    (docs/speed.md, "One faiss thread a query")."""
+    if n_queries > FEW_QUERIES:
         yield
         return
     before = faiss.omp_get_max_threads()
@@ -91,11 +93,6 @@ def threads_for(index: faiss.Index, n_queries: int) -> Iterator[None]:
 
 def is_graph(index: faiss.Index) -> bool:
     return isinstance(faiss.downcast_index(index), faiss.IndexHNSW)
-
-
-def searches_per_query(index: faiss.Index) -> bool:
-    """Whether faiss parallelises this index's search over queries only (HNSW, IVF)."""
-    return is_graph(index) or ivf_of(index) is not None
 
 
 def search_rows(index: faiss.Index, fold: Fold | None, queries: np.ndarray,

@@ -193,6 +193,22 @@ def test_queries_leave_other_threads_faiss_thread_count(tmp_path_factory, shared
             faiss.omp_set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 
 
+def test_a_serving_worker_holds_blas_to_one_thread(flat):
+    """While a server runs it holds numpy's BLAS to one thread (`ONE_BLAS_THREAD`, what a
+    query's own small products take): its requests are the parallelism, and BLAS threads
+    spinning after each small product took the other requests' cores. Let go when it stops,
+    so the count the process had comes back."""
+    from qtsearch.core.blas import ONE_BLAS_THREAD
+
+    assert ONE_BLAS_THREAD._users == 0
+    with serving(flat) as url:
+        assert ONE_BLAS_THREAD._users == 1
+        httpx.get(f"{url}/search", params={"q": "She laughed."}, timeout=60
+                  ).raise_for_status()
+        assert ONE_BLAS_THREAD._users == 1
+    assert ONE_BLAS_THREAD._users == 0
+
+
 # -- through the real command -----------------------------------------------------------
 
 

@@ -38,6 +38,7 @@ from qtsearch.app.serve.request_limits import (
 )
 from qtsearch.app.serve.served import ServedIndex
 from qtsearch.app.shell import within
+from qtsearch.core.blas import ONE_BLAS_THREAD
 from qtsearch.core.budget import SEARCH_ADVICE, Budget, spending
 from qtsearch.core.errors import InputError, QTSearchError, UsageError
 from qtsearch.core.version import __version__
@@ -111,7 +112,11 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
     async def lifespan(_: Any) -> AsyncIterator[None]:
         # the routes' thread pool (anyio's, 40 threads by default): this worker's searches
         anyio.to_thread.current_default_thread_limiter().total_tokens = limits.threads
-        yield
+        # BLAS on one thread for the worker's life: its requests are the parallelism, and
+        # BLAS threads spinning after each small product took the cores other requests
+        # needed (docs/serving.md, "Throughput")
+        with ONE_BLAS_THREAD:
+            yield
         health_pool.shutdown()
         served.close()  # the server stopped: no request is left
 
