@@ -72,15 +72,22 @@ ADD_CHUNK = 50_000
 FEW_QUERIES = 4
 
 
+#: An exhaustive index (flat, SQ) this large keeps every thread for a lone query: faiss splits
+#: one query's scan over the threads, which paid where memory bandwidth grows with the cores
+#: (1M flat: 293 ms against 540 on one thread, on a 2-core AMD EPYC VM) and not where it does
+#: not (103 against 81 ms on a 2-core Intel Xeon VM). Smaller scans never gained.
+PARALLEL_SCAN_ROWS = 200_000
+
+
 @contextlib.contextmanager
 def threads_for(index: faiss.Index, n_queries: int) -> Iterator[None]:
-    """faiss on one thread for a few queries, whatever the index: its loops run over the
-    queries (a flat or scalar-quantised scan of one query too, at faiss 1.15), so a lone query
-    gains nothing from more threads, whose spin-wait afterwards held the cores that the next
-    query's encoding and a server's other requests needed. Measured on a 2-core VM, one query
-    to 1M flat vectors: 80 ms wall and CPU on one thread, 103 ms wall and 204 ms CPU on two
-    (docs/speed.md, "One faiss thread a query")."""
-    if n_queries > FEW_QUERIES:
+    """faiss on one thread for a few queries: its loops run over the queries, so a lone query
+    to a graph, an inverted file or an exhaustive index under PARALLEL_SCAN_ROWS gains nothing
+    from more threads, whose spin-wait afterwards held the cores that the next query's
+    encoding and a server's other requests needed (docs/speed.md, "One faiss thread a
+    query")."""
+    if n_queries > FEW_QUERIES or (not searches_per_query(index)
+                                   and index.ntotal >= PARALLEL_SCAN_ROWS):
         yield
         return
     before = faiss.omp_get_max_threads()
@@ -93,6 +100,11 @@ def threads_for(index: faiss.Index, n_queries: int) -> Iterator[None]:
 
 def is_graph(index: faiss.Index) -> bool:
     return isinstance(faiss.downcast_index(index), faiss.IndexHNSW)
+
+
+def searches_per_query(index: faiss.Index) -> bool:
+    """Whether faiss parallelises this index's search over queries only (HNSW, IVF)."""
+    return is_graph(index) or ivf_of(index) is not None
 
 
 def search_rows(index: faiss.Index, fold: Fold | None, queries: np.ndarray,

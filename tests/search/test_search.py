@@ -95,18 +95,28 @@ def _faiss_threads_seen(idx: Searcher, monkeypatch) -> list[int]:
     return seen
 
 
-def test_single_queries_search_on_one_faiss_thread_whatever_the_index(
-        index, monkeypatch, tmp_path_factory, shared_data, tiny_model):
-    """faiss parallelises over queries (a flat scan of one query too): a single query runs on
-    one thread, graph and flat alike (an idle thread's spin-wait only took a core); batches
-    keep every thread; the setting is restored."""
+def test_single_queries_search_on_one_faiss_thread(index, monkeypatch, tmp_path_factory,
+                                                   shared_data, tiny_model):
+    """faiss parallelises over queries: a single query to a graph or a small flat index runs
+    on one thread (an idle thread's spin-wait only took a core); batches keep every thread,
+    and so does one query to a flat index of PARALLEL_SCAN_ROWS or more, whose scan faiss
+    splits over the threads; the setting is restored."""
     import faiss
 
-    before = faiss.omp_get_max_threads()
-    with Searcher.open(small_index(tmp_path_factory, shared_data, tiny_model, "hnsw")) as hnsw:
-        assert _faiss_threads_seen(hnsw, monkeypatch) == [1, before]
-    assert _faiss_threads_seen(index, monkeypatch) == [1, before]  # flat
-    assert faiss.omp_get_max_threads() == before
+    from qtsearch.index import faiss_backend
+
+    own = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(3)  # the tests' own count is 1 (conftest): not telling
+    try:
+        with Searcher.open(small_index(tmp_path_factory, shared_data, tiny_model,
+                                       "hnsw")) as hnsw:
+            assert _faiss_threads_seen(hnsw, monkeypatch) == [1, 3]
+        assert _faiss_threads_seen(index, monkeypatch) == [1, 3]  # flat
+        monkeypatch.setattr(faiss_backend, "PARALLEL_SCAN_ROWS", index.count)
+        assert _faiss_threads_seen(index, monkeypatch) == [3, 3]
+        assert faiss.omp_get_max_threads() == 3
+    finally:
+        faiss.omp_set_num_threads(own)
 
 
 def test_a_bare_string_is_one_query(index):

@@ -114,7 +114,7 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         anyio.to_thread.current_default_thread_limiter().total_tokens = limits.threads
         # BLAS on one thread for the worker's life: its requests are the parallelism, and
         # BLAS threads spinning after each small product took the cores other requests
-        # needed (docs/serving.md, "Throughput")
+        # needed (docs/serving.md, "Concurrency")
         with ONE_BLAS_THREAD:
             yield
         health_pool.shutdown()
