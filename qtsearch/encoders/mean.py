@@ -93,7 +93,11 @@ class MeanEncoder(FolderEncoder):
         distinct word once, then which row each token is, text after text, and each text's
         number of tokens: what word alignment compares (qtsearch.search.alignment). One gather
         for all the texts, of distinct words only (30 hits' 630 tokens are ~250 words)."""
-        flat, lengths = flat_ids([self.token_ids(t) for t in texts])
+        return self.id_rows([self.token_ids(t) for t in texts])
+
+    def id_rows(self, ids: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`word_rows` of texts already tokenised (`token_ids` of each, lists or arrays)."""
+        flat, lengths = flat_ids(ids)
         words, positions = np.unique(flat, return_inverse=True)
         return self._rows(words), positions.reshape(-1), lengths
 

@@ -18,6 +18,8 @@ paraphrase sets and BEIR's development splits (docs/retrieval.md, "Word alignmen
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
@@ -28,13 +30,62 @@ from qtsearch.core.blas import ONE_BLAS_THREAD
 from qtsearch.search.fusion import Leg, z_scores
 from qtsearch.search.hits import Aligned, Basis
 
+#: Rows whose token ids an opened index keeps for word alignment, the most recently read (an
+#: int32 array each: ~0.3 KB for a 25-token sentence, so ~15 MB when full).
+ROWS_KEPT = 50_000
+
 
 class WordRows(Protocol):
-    """An encoder whose words have rows of their own (the mean-of-words model): for some texts,
-    the rows of their distinct words, which row each token is (text after text) and each
-    text's number of tokens."""
+    """An encoder whose words have rows of their own (the mean-of-words model): for some texts
+    (`word_rows`) or their token ids (`id_rows`), the rows of their distinct words, which row
+    each token is (text after text) and each text's number of tokens."""
+
+    def token_ids(self, sentence: str) -> list[int]: ...
 
     def word_rows(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+    def id_rows(self, ids: Sequence[Sequence[int]]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+
+class RowTokens:
+    """The token ids of the stored rows word alignment has read, the last `size` of them kept:
+    tokenising 30 texts was most of what alignment cost a query, and a server's queries meet
+    the same hits again and again. One per opened index, whose rows and composed words' ids
+    do not change while it is open (an add or delete opens the index anew). Safe from many
+    threads."""
+
+    def __init__(self, encoder: WordRows, size: int = ROWS_KEPT):
+        self._token_ids = encoder.token_ids
+        self._size = size
+        self._kept: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def of(self, ids: Sequence[int], texts: Callable[[list[int]], Mapping[int, str]]
+           ) -> list[np.ndarray]:
+        """The token ids of each row of `ids`, those not kept tokenised from `texts(missing)`
+        (a row the store lacks: its text taken as empty, and not kept)."""
+        found: dict[int, np.ndarray] = {}
+        with self._lock:
+            for i in ids:
+                row = self._kept.get(i)
+                if row is not None:
+                    self._kept.move_to_end(i)
+                    found[i] = row
+        missing = [i for i in ids if i not in found]
+        if missing:
+            stored = texts(missing)
+            new = {i: np.asarray(self._token_ids(stored.get(i, "")), dtype=np.int32)
+                   for i in missing}
+            found.update(new)
+            with self._lock:
+                self._kept.update((i, row) for i, row in new.items() if i in stored)
+                while len(self._kept) > self._size:
+                    self._kept.popitem(last=False)
+        return [found[i] for i in ids]
 
 
 def aligns(encoder: object) -> bool:
@@ -69,22 +120,22 @@ def alignment(query: np.ndarray, words: np.ndarray, positions: np.ndarray,
 
 
 def realign(query: str, order: Leg, legs: Mapping[str, Leg], depth: int, weight: float,
-            encoder: WordRows, texts: Callable[[list[int]], Mapping[int, str]]
+            encoder: WordRows, tokens: Callable[[list[int]], list[np.ndarray]]
             ) -> tuple[Leg, dict[str, Leg], Aligned]:
     """A ranking (`order`, best first) re-scored: its first `depth` ids aligned with the query
-    (`texts(ids)`: the stored texts of ids), each id's score `(1 - weight) · z(first stage) +
-    weight · z(alignment)`, both z by the mean and spread over those `depth`; an id past them
-    takes the lowest alignment among them (filled in, as a fused leg's missing score is), so
-    a deeper fetch costs nothing more and keeps its order. Best first, with the per-leg
-    scores plus the first stage's (`first`) and the alignments computed (`alignment`)."""
+    (`tokens(ids)`: the token ids of the stored rows ids), each id's score
+    `(1 - weight) · z(first stage) + weight · z(alignment)`, both z by the mean and spread
+    over those `depth`; an id past them takes the lowest alignment among them (filled in, as
+    a fused leg's missing score is), so a deeper fetch costs nothing more and keeps its order.
+    Best first, with the per-leg scores plus the first stage's (`first`) and the alignments
+    computed (`alignment`)."""
     ids = list(order)
     head = ids[:depth]
     if not head:
         return order, dict(legs), Aligned(weight, (0.0, 0.0), (0.0, 0.0), 0.0)
     first = np.array([order[i] for i in ids], dtype=np.float64)
-    stored = texts(head)
     rows, positions, _ = encoder.word_rows([query])
-    aligned = alignment(rows[positions], *encoder.word_rows([stored.get(i, "") for i in head]))
+    aligned = alignment(rows[positions], *encoder.id_rows(tokens(head)))
     stage = Aligned(weight, _spread(first[: len(head)]), _spread(aligned),
                     float(aligned.min()))
     words = np.concatenate([aligned, np.full(len(ids) - len(head), stage.floor)])
@@ -98,18 +149,24 @@ def realign(query: str, order: Leg, legs: Mapping[str, Leg], depth: int, weight:
 
 def realign_all(queries: Sequence[str], ranked: list[tuple[Leg, dict[str, Leg]]],
                 bases: list[Basis], rows: Iterable[int], depth: int, weight: float,
-                encoder: WordRows, get: Callable[[list[int]], dict[int, dict[str, Any]]]
+                encoder: WordRows, kept: RowTokens,
+                get: Callable[[list[int]], dict[int, dict[str, Any]]]
                 ) -> dict[int, dict[str, Any]]:
-    """`realign` the ranking and basis of each query in `rows` in place; `get(ids)`: stored
-    rows by id. The rows it read, by id (the hits need them next)."""
+    """`realign` the ranking and basis of each query in `rows` in place; `kept`: the index's
+    rows' token ids, `get(ids)`: stored rows by id, read for the rows `kept` lacks. The rows
+    it read, by id (the hits need them next)."""
     fetched: dict[int, dict[str, Any]] = {}
 
     def texts(ids: list[int]) -> dict[int, str]:
         fetched.update(get([i for i in ids if i not in fetched]))
         return {i: fetched[i]["text"] for i in ids if i in fetched}
 
+    def tokens(ids: list[int]) -> list[np.ndarray]:
+        return kept.of(ids, texts)
+
     for row in rows:
-        order, legs, aligned = realign(queries[row], *ranked[row], depth, weight, encoder, texts)
+        order, legs, aligned = realign(queries[row], *ranked[row], depth, weight, encoder,
+                                       tokens)
         ranked[row], bases[row] = (order, legs), replace(bases[row], aligned=aligned)
     return fetched
 

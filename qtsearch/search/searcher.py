@@ -29,7 +29,7 @@ from qtsearch.index.backend import VectorBackend, search_subset
 from qtsearch.index.manifest import Manifest
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
-from qtsearch.search.alignment import aligns, realign_all
+from qtsearch.search.alignment import RowTokens, aligns, realign_all
 from qtsearch.search.analogy import analogy
 from qtsearch.search.defaults import MODES, TOP_K
 from qtsearch.search.explain import Asked, basis_of, weak_cosine
@@ -89,6 +89,8 @@ class Searcher:
         self._columns = store.columns()
         # made here, not on first use, where concurrent first queries would each make one
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="qtsearch-lexical")
+        #: the token ids of the rows word alignment read (None: the model has no word table)
+        self.row_tokens = RowTokens(encoder) if aligns(encoder) else None
 
     @classmethod
     def open(cls, path: str | os.PathLike, model: str | os.PathLike | IndexEncoder | None = None,
@@ -214,7 +216,7 @@ class Searcher:
         texts = [query_text(s) for s in ([sentences] if isinstance(sentences, str) else sentences)]
         flt = self.filter_for(where)
         fetch = max(k, min(settings.candidates, self.count)) if mode == "hybrid" else k
-        align = settings.alignment > 0 and mode != "lexical" and aligns(self.encoder)
+        align = settings.alignment > 0 and mode != "lexical" and self.row_tokens is not None
         if align:
             fetch = max(fetch, min(settings.alignment_depth, self.count))
         # the lexical leg first (the longer one at 1M): its thread runs beside all that follows
@@ -255,7 +257,8 @@ class Searcher:
                                   lex[row] if lex else None}, settings))
         # the first hits looked at again, word by word
         fetched = realign_all(texts, ranked, bases, list(semantic), settings.alignment_depth,
-                              settings.alignment, self.encoder, self.store.get) if align else {}
+                              settings.alignment, self.encoder, self.row_tokens,
+                              self.store.get) if align else {}
         # a query leaning on composed words keeps its semantic leg; its note says so
         return self._hits(ranked, k, Asked(texts, [
             n or (stop_words_note(t, mode) if s else composed_note(self.encoder, t, mode))

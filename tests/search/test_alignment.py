@@ -12,7 +12,7 @@ from cli_helpers import run
 
 from qtsearch.core.errors import UsageError
 from qtsearch.lifecycle import Index
-from qtsearch.search.alignment import alignment
+from qtsearch.search.alignment import RowTokens, alignment
 from qtsearch.search.fusion import ALIGNMENT_DEPTH, SearchSettings
 
 QUERIES = ["Who cooked the soup?", "A farmer sang a song.", "roses in the garden"]
@@ -129,3 +129,39 @@ def test_explain_on_the_command_line_shows_both_stages(capsys, shipped_index: Pa
     rows = lines[lines.index("why") + 1 : -1]
     assert len(rows) == 3 and all(len(row.split("\t")) == 6 for row in rows)
     assert lines[-1].startswith("score = 0.50 × z(first stage) + 0.50 × z(word alignment)")
+
+
+def test_kept_token_ids_are_the_texts_and_the_oldest_go_first(index: Index) -> None:
+    """RowTokens gives each row's token ids as the encoder tokenises its text, reads from the
+    store only the rows it does not hold, keeps at most its size (the least recently used
+    leave first) and never keeps a row the store lacks."""
+    encoder = index.encoder
+    stored = {i: h.text for i, h in enumerate(index.search(QUERIES[0], k=6))}
+    asked: list[list[int]] = []
+
+    def texts(ids: list[int]) -> dict[int, str]:
+        asked.append(list(ids))
+        return {i: stored[i] for i in ids if i in stored}
+
+    kept = RowTokens(encoder, size=3)
+    got = kept.of([0, 1, 2], texts)
+    assert [g.tolist() for g in got] == [encoder.token_ids(stored[i]) for i in (0, 1, 2)]
+    assert kept.of([2, 0], texts)[0].tolist() == encoder.token_ids(stored[2])
+    assert asked == [[0, 1, 2]] and len(kept) == 3
+    kept.of([3, 99], texts)  # 1 is the least recently used; 99 is not stored
+    assert asked[-1] == [3, 99] and len(kept) == 3
+    kept.of([0, 2, 3], texts)
+    kept.of([1], texts)
+    assert asked[-1] == [1]
+
+
+def test_a_second_search_answers_as_the_first(index: Index, shipped_index: Path) -> None:
+    """The kept token ids change no score: the same search twice in one index, and in an index
+    opened afresh, gives the same hits and scores."""
+    first = [index.search(q, k=8) for q in QUERIES]
+    again = [index.search(q, k=8) for q in QUERIES]
+    with Index.open(shipped_index, device="cpu") as fresh:
+        cold = [fresh.search(q, k=8) for q in QUERIES]
+    for a, b, c in zip(first, again, cold, strict=True):
+        assert [(h.id, h.score) for h in a] == [(h.id, h.score) for h in b] \
+            == [(h.id, h.score) for h in c]
