@@ -62,11 +62,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(index: Path, workers: int, timeout: float,
+def start_server(index: Path, workers: int | None, timeout: float,
                  threads: int | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "qtsearch.app.cli", "serve", str(index),
-                             "--port", str(port), "--workers", str(workers),
+                             "--port", str(port),
+                             *(["--workers", str(workers)] if workers else []),
                              *(["--threads", str(threads)] if threads else [])])
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
@@ -257,7 +258,8 @@ def main() -> None:
     ap.add_argument("-k", type=int, default=10)
     ap.add_argument("--mode", default=None, help="hybrid | semantic | lexical (default: the "
                                                   "index's own).")
-    ap.add_argument("--workers", type=int, default=1, help="Server worker processes.")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="Server worker processes (default: serve's own, one per core).")
     ap.add_argument("--threads", type=int, default=None,
                     help="Requests each worker works on at once (serve --threads).")
     ap.add_argument("--start-timeout", type=float, default=300)

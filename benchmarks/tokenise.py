@@ -25,7 +25,8 @@ GUTENBERG = REPO.parent / "shared" / "data" / "gutenberg"
 
 
 def main() -> None:
-    from qtsearch.indexing.tokens import CHUNK, cpus, token_shards
+    from qtsearch.core.device import cpus
+    from qtsearch.indexing.tokens import CHUNK, token_shards
     from qtsearch.text import tokenizer
     from qtsearch.text.reader import read_sentences
     from qtsearch.text.vocab import Vocab

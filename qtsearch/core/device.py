@@ -99,3 +99,11 @@ def autocast_dtype(device: torch.device, precision: str = "auto") -> torch.dtype
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
     return torch.bfloat16 if cpu_has_bf16() else None
+
+
+def cpus() -> int:
+    """CPUs this process may run on (its affinity, which containers often narrow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

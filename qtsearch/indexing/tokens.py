@@ -20,7 +20,6 @@ encoder's: the encoder may serve other builds and queries meanwhile.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import signal
 from array import array
 from collections import deque
@@ -30,6 +29,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from qtsearch.core.device import cpus
 from qtsearch.text.tokenizer import tokenize
 
 if TYPE_CHECKING:  # not imported: the workers import this module, and need none of them
@@ -76,14 +76,6 @@ class BuildTokens:
 
         counted = isinstance(encoder, TokenEncoder) and encoder.counts_words
         return cls(WordCounts() if counted else None)
-
-
-def cpus() -> int:
-    """CPUs this process may run on (its affinity, which containers often narrow)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def workers_for(count: int, device: str, light: bool = False) -> int:

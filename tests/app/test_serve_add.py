@@ -241,15 +241,32 @@ def _stop(proc: subprocess.Popen) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
+def test_serve_starts_a_worker_per_core_by_itself():
+    """Without --workers: one worker process per core (a worker's requests run Python on one
+    core at a time), at most AUTO_WORKERS; one when queries are encoded on a GPU."""
+    from qtsearch.app.commands.serve import AUTO_WORKERS, default_workers
+
+    assert [default_workers("cpu", n) for n in (1, 2, 4)] == [1, 2, 4]
+    assert default_workers("cpu", 64) == AUTO_WORKERS
+    assert default_workers("cuda", 16) == default_workers("auto", 16) == 1
+
+
 @pytest.mark.slow
-def test_the_command_serves_and_stops_on_ctrl_c(flat):
-    proc, url = _start(str(flat))
+@pytest.mark.parametrize("workers", [[], ["--workers", "1"]])
+def test_the_command_serves_and_stops_on_ctrl_c(flat, workers):
+    from qtsearch.app.commands.serve import default_workers
+    from qtsearch.core.device import cpus
+
+    proc, url = _start(str(flat), *workers)
     try:
         assert httpx.get(f"{url}/search", params={"q": QUERIES[0]}).status_code == 200
     finally:
         code, out, err = _stop(proc)
     assert code == 0, err
-    assert out.startswith(f"serving {flat} (2,000 sentences, flat index") and url in out
+    n = int(workers[1]) if workers else default_workers("cpu", cpus())
+    assert url in out and out.startswith(
+        f"serving {flat} (2,000 sentences, flat index" if n == 1
+        else f"serving {flat} (2,000 sentences) with {n} worker processes at ")
 
 
 @pytest.mark.slow

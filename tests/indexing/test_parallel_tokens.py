@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from qtsearch.core.device import cpus
 from qtsearch.encoders.base import DEFAULT_MODEL
 from qtsearch.encoders.files import PIECES
 from qtsearch.encoders.registry import load_encoder
@@ -83,9 +84,9 @@ def test_workers_for_the_gpu_and_a_light_encoder_only() -> None:
     assert tokens.workers_for(big, "cpu") == 0
     assert tokens.workers_for(big - 1, "cuda") == 0
     assert tokens.workers_for(big - 1, "cpu", light=True) == 0
-    many = tokens.cpus() >= 2
-    assert tokens.workers_for(big, "cuda") == (tokens.cpus() - 1 if many else 0)
-    assert tokens.workers_for(big, "cpu", light=True) == (tokens.cpus() if many else 0)
+    many = cpus() >= 2
+    assert tokens.workers_for(big, "cuda") == (cpus() - 1 if many else 0)
+    assert tokens.workers_for(big, "cpu", light=True) == (cpus() if many else 0)
 
 
 def _rows_and_vectors(index: Path) -> tuple[list[tuple], np.ndarray]:
