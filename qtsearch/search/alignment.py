@@ -89,8 +89,9 @@ class RowTokens:
 
 
 def aligns(encoder: object) -> bool:
-    """Whether `encoder` can align words (it has a word table)."""
-    return callable(getattr(encoder, "word_rows", None))
+    """Whether `encoder` can align words (it has a word table: WordRows)."""
+    return all(callable(getattr(encoder, name, None))
+               for name in ("token_ids", "word_rows", "id_rows"))
 
 
 def alignment(query: np.ndarray, words: np.ndarray, positions: np.ndarray,

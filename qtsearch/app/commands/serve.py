@@ -93,9 +93,10 @@ def serve(
     from qtsearch.app.serve.guards import server_options
     from qtsearch.app.serve.request_limits import Limits
     from qtsearch.core.device import cpus
+    from qtsearch.lifecycle.facade import Index
     from qtsearch.lifecycle.on_disk import read_manifest
 
-    rows = read_manifest(index).get("count")  # a missing or broken index fails here, in one line
+    read_manifest(index)  # a missing or broken index fails here, in one line
     if workers is None:
         workers = default_workers(device, cpus())
     if token_file is not None:
@@ -132,11 +133,14 @@ def serve(
             with contextlib.suppress(KeyboardInterrupt):
                 uvicorn.Server(uvicorn.Config(app, **options)).run(sockets=[sock])
         return
-    sock.close()  # the worker processes' parent binds it again (uvicorn's own way)
+    # each worker opens the index itself; it is opened here first too, so that damage its
+    # open finds fails now, in one line, not in workers uvicorn would start again and again.
+    # The socket closes: the worker processes' parent binds it again (uvicorn's own way).
+    with sock, Index.open(index, device=device) as opened:
+        described = opened.describe()
     os.environ[CONFIG_ENV] = config.to_json()
-    sentences = f" ({rows:,} sentences)" if isinstance(rows, int) else ""
-    out.print(f"serving {index}{sentences} with {workers} worker processes at {url} (API docs "
-              f"at {url}docs); Ctrl-C stops", highlight=False, soft_wrap=True)
+    out.print(f"serving {index} ({described}) with {workers} worker processes at {url} (API "
+              f"docs at {url}docs); Ctrl-C stops", highlight=False, soft_wrap=True)
     uvicorn.run("qtsearch.app.serve.app:app_from_env", factory=True, workers=workers, **options)
 
 
