@@ -31,7 +31,7 @@ from qtsearch.search.fusion import Leg, z_scores
 from qtsearch.search.hits import Aligned, Basis
 
 #: Rows whose token ids an opened index keeps for word alignment, the most recently read (an
-#: int32 array each: ~0.3 KB for a 25-token sentence, so ~15 MB when full).
+#: int32 array each: ~0.35 KB for a 26-token sentence, so ~18 MB when full).
 ROWS_KEPT = 50_000
 
 
