@@ -90,14 +90,6 @@ def threads_for(index: faiss.Index, n_queries: int) -> Iterator[None]:
                                    and index.ntotal >= PARALLEL_SCAN_ROWS):
         yield
         return
-    with one_thread():
-        yield
-
-
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """faiss on one OpenMP thread in the calling thread (libgomp keeps the count per thread)
-    while the block runs; the count before is restored."""
     before = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(1)
     try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
 import shutil
 import time
@@ -66,7 +67,7 @@ from qtsearch.indexing import shards as shard_files
 from qtsearch.indexing.build_config import IndexConfig, default_out
 from qtsearch.indexing.index_stage import IndexStage, build_fields, manifest_fields
 from qtsearch.indexing.rerun import built_before
-from qtsearch.indexing.state import SHARDS, STATE_FILE, BuildState, beside_metadata, overlapped
+from qtsearch.indexing.state import PARALLEL_MIN_CPUS, SHARDS, STATE_FILE, BuildState
 from qtsearch.indexing.tokens import BuildTokens, shard_ids, shard_inputs
 from qtsearch.text.reader import list_files, read_sentences
 
@@ -309,19 +310,18 @@ class Builder:
                 self.transform = VectorTransform.load(self.partial)
             redo_index = refit or (self.state["index"] or {}).get("requested") != c.index
             dim = self.transform.out_dim if self.transform else encoder.dim
-            if not overlapped():
+            if (os.cpu_count() or 1) < PARALLEL_MIN_CPUS:
                 if redo_index:
                     self._index(dim)
                 self._metadata()
                 return
-            # SQLite inserts and BM25 (Python, GIL-bound) overlap faiss training/adding (native
-            # code that releases the GIL)
+            # SQLite inserts (Python, GIL-bound) overlap faiss training/adding (native code
+            # that releases the GIL): on a many-core machine the metadata stage is then free.
             with ThreadPoolExecutor(max_workers=1) as pool:
                 metadata = pool.submit(self._metadata)
                 try:
                     if redo_index:
-                        with beside_metadata():
-                            self._index(dim)
+                        self._index(dim)
                 finally:
                     metadata.result()
 
@@ -339,7 +339,7 @@ class Builder:
             stages=dict(self.state["stages"]), created=now(), fts=False,
             build={**build_fields(info), "embed_device": str(encoder.device),
                    "shard_size": c.shard_size,
-                   "parallel_stages": overlapped()})
+                   "parallel_stages": (os.cpu_count() or 1) >= PARALLEL_MIN_CPUS})
 
     # -- the whole build -------------------------------------------------------------------
     def run(self) -> BuildResult:

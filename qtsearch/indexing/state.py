@@ -3,19 +3,16 @@ finished step, so a rerun of the same command knows what it can skip."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
+import os
 import shutil
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from qtsearch.core.blas import ONE_BLAS_THREAD
 from qtsearch.core.config import write_json_atomic
-from qtsearch.core.device import cpus
 
 log = logging.getLogger("qtsearch")
 
@@ -23,38 +20,16 @@ STAGES = ("read", "embed", "index", "metadata")
 STATE_FILE = "state.json"
 SHARDS = "shards"
 
-#: The metadata stage (Python, one core) runs beside the index stage from this many CPUs.
-OVERLAP_MIN_CPUS = 2
-#: With fewer CPUs than this, the index stage meanwhile runs faiss and BLAS on one thread: its
-#: threads spinning beside the metadata stage's Python thread oversubscribed the cores and
-#: slowed both, and one each kept both cores busy (1M sentences on 2 cores: 101–106 s
-#: against 110–116 one stage after the other; docs/speed.md).
+#: The metadata stage runs beside the index stage only with this many CPUs: on fewer, a Python
+#: thread next to faiss's OpenMP threads oversubscribes the cores and slows both.
 PARALLEL_MIN_CPUS = 4
-
-
-def overlapped() -> bool:
-    """Whether this machine's builds run the index and metadata stages side by side."""
-    return cpus() >= OVERLAP_MIN_CPUS
-
-
-@contextlib.contextmanager
-def beside_metadata() -> Iterator[None]:
-    """The index stage's threads while the metadata stage runs beside it: faiss (in this
-    thread) and BLAS on one thread each below PARALLEL_MIN_CPUS, else as they are."""
-    if cpus() >= PARALLEL_MIN_CPUS:
-        yield
-        return
-    from qtsearch.index.faiss_backend import one_thread  # faiss: not for every state reader
-
-    with one_thread(), ONE_BLAS_THREAD:
-        yield
 
 
 def total_seconds(stages: dict[str, float], parallel: bool | None = None) -> float:
     """Build time from the stage times; the index and metadata stages overlap on machines
-    with OVERLAP_MIN_CPUS or more (`parallel`: whether they did; default: this machine)."""
+    with PARALLEL_MIN_CPUS or more (`parallel`: whether they did; default: this machine)."""
     if parallel is None:
-        parallel = overlapped()
+        parallel = (os.cpu_count() or 1) >= PARALLEL_MIN_CPUS
     index, meta = stages.get("index", 0.0), stages.get("metadata", 0.0)
     return (stages.get("read", 0.0) + stages.get("embed", 0.0)
             + (max(index, meta) if parallel else index + meta))

@@ -117,30 +117,3 @@ def test_a_build_tokenised_by_workers_equals_the_serial_build(
     assert used == [900]  # 900 sentences in 4 shards went through the workers
     assert rows == serial_rows and len(rows) == 900
     np.testing.assert_array_equal(vectors, serial_vectors)
-
-
-@pytest.mark.parametrize("cores", [2, 3, 4, 16])
-def test_the_index_stage_beside_metadata_takes_one_thread_on_few_cores(monkeypatch, cores):
-    """From 2 CPUs the metadata stage runs beside the index stage; below PARALLEL_MIN_CPUS the
-    index stage then holds faiss (in its thread) and BLAS to one thread each, so the two
-    stages keep one core each busy; both counts come back after it."""
-    import faiss
-
-    from qtsearch.core.blas import ONE_BLAS_THREAD
-    from qtsearch.indexing import state
-
-    monkeypatch.setattr(state, "cpus", lambda: cores)
-    assert state.overlapped() and state.total_seconds(
-        {"read": 1, "embed": 2, "index": 3, "metadata": 5}) == 8
-    own = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(3)  # the suite's own count is 1 (conftest): not telling
-    try:
-        few = cores < state.PARALLEL_MIN_CPUS
-        with state.beside_metadata():
-            assert faiss.omp_get_max_threads() == (1 if few else 3)
-            assert ONE_BLAS_THREAD._users == (1 if few else 0)
-        assert faiss.omp_get_max_threads() == 3 and ONE_BLAS_THREAD._users == 0
-    finally:
-        faiss.omp_set_num_threads(own)
-    monkeypatch.setattr(state, "cpus", lambda: 1)
-    assert not state.overlapped()
