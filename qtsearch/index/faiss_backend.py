@@ -73,9 +73,9 @@ FEW_QUERIES = 4
 
 
 #: An exhaustive index (flat, SQ) this large keeps every thread for a lone query: faiss splits
-#: one query's scan over the threads, which paid where memory bandwidth grows with the cores
-#: (1M flat: 293 ms against 540 on one thread, on a 2-core AMD EPYC VM) and not where it does
-#: not (103 against 81 ms on a 2-core Intel Xeon VM). Smaller scans never gained.
+#: one query's scan over the threads, which pays where memory bandwidth grows with the cores
+#: and not where it does not; smaller scans never gained (docs/speed.md, "One faiss thread a
+#: query").
 PARALLEL_SCAN_ROWS = 200_000
 
 

@@ -31,7 +31,8 @@ from qtsearch.search.fusion import Leg, z_scores
 from qtsearch.search.hits import Aligned, Basis
 
 #: Rows whose token ids an opened index keeps for word alignment, the most recently read (an
-#: int32 array each: ~0.35 KB for a 26-token sentence, so ~18 MB when full).
+#: int32 array each; its memory when full: docs/speed.md, "What word alignment costs a
+#: query").
 ROWS_KEPT = 50_000
 
 

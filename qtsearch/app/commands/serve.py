@@ -20,9 +20,8 @@ AUTO_WORKERS = 8
 
 def default_workers(device: str, cores: int) -> int:
     """Worker processes when `--workers` is not given: one per CPU core (a worker's requests
-    run Python, one core at a time: one worker answered 168 requests/s at 8 clients on 2 cores,
-    two 345; docs/serving.md), at most AUTO_WORKERS; one on a GPU, which each worker would
-    fill with a model of its own."""
+    run Python, one core at a time: docs/serving.md, "Worker processes"), at most
+    AUTO_WORKERS; one on a GPU, which each worker would fill with a model of its own."""
     return 1 if device != "cpu" else max(1, min(cores, AUTO_WORKERS))
 
 
