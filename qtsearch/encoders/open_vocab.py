@@ -46,9 +46,10 @@ class GrowingTable:
     ones go to a buffer that grows four times over when full. The model's rows are kept as
     stored (fp16 for the shipped model): `take(ids)` gathers rows from both, as float32, so a
     query converts only its words' rows; `view()` is every row so far as one float32 array
-    (the model's from `whole()`, converted once for all; built when asked for after a change,
-    for a build's sparse products; views handed out before stay valid for every id they
-    held)."""
+    (for a build's sparse products): the model's rows and the composed ones copied into a
+    joined array with room to grow, so a view after a few appends copies only those rows, not
+    every row again (docs/speed.md, "Tokenising on both cores"); views handed out before stay
+    valid for every id they held, a `set` row included (it starts a new joined array)."""
 
     #: Room for composed rows in a new table (a query process composes a few words; a build
     #: of SciFact's 5k abstracts composed ~20k).
@@ -63,7 +64,10 @@ class GrowingTable:
         self.whole = whole if whole is not None else Float32Rows(table)
         self._extra = np.empty((self.ROOM, table.shape[1]), dtype=np.float32)
         self._count = self.base
-        self._view: np.ndarray | None = None
+        #: every row up to `_joined_rows` as float32, with room after them (`view`)
+        self._joined: np.ndarray | None = None
+        self._joined_rows = 0
+        self._view_lock = threading.Lock()
 
     def __len__(self) -> int:
         return self._count
@@ -82,7 +86,7 @@ class GrowingTable:
     def set(self, i: int, row: np.ndarray) -> None:
         """Replace composed row `i` (an id `append` gave)."""
         self._extra[i - self.base] = row
-        self._view = None
+        self._joined = None
 
     def take(self, ids: np.ndarray) -> np.ndarray:
         """The rows of `ids` (a new array)."""
@@ -96,15 +100,26 @@ class GrowingTable:
         return out
 
     def view(self) -> np.ndarray:
-        view, count = self._view, self._count
+        count = self._count
         if count == self.base:
             return self.whole()
-        if view is None or len(view) != count:
-            # converted in the copy: the same float32 values as whole()'s, without building it
-            view = np.concatenate([self.base_rows, self._extra[: count - self.base]],
-                                  dtype=np.float32)
-            self._view = view
-        return view
+        with self._view_lock:
+            joined, done = self._joined, self._joined_rows
+            if joined is None or len(joined) < count:
+                # room for half as many composed rows again: a build's views grow shard by
+                # shard, each copying the new rows only
+                grown = np.empty((count + (count - self.base) // 2, self.base_rows.shape[1]),
+                                 dtype=np.float32)
+                if joined is None:
+                    grown[: self.base] = self.base_rows  # whole()'s values, without building it
+                    done = self.base
+                else:
+                    grown[:done] = joined[:done]
+                joined = grown
+            extra = self._extra  # read once: an append may replace it, keeping every row
+            joined[done:count] = extra[done - self.base : count - self.base]
+            self._joined, self._joined_rows = joined, count
+        return joined[:count]
 
 
 class Float32Rows:

@@ -22,6 +22,7 @@ hands such a word an id past the table's rows).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
@@ -258,6 +259,28 @@ class Pieces:
             return None
         return (self.codes[rows].astype(np.float32) * self.scales[rows, None]).mean(axis=0)
 
+    def compose_many(self, words: list[str]) -> list[np.ndarray | None]:
+        """`compose` of each word, the same values, with a few numpy calls for all of them
+        rather than a few for each (a build's tokenising workers compose ~100,000 words a
+        million sentences). Words are grouped by their count of fitted pieces: a group's rows
+        are summed one after the other, as `mean` sums one word's (`np.add.reduceat` would
+        not give the same float32 sums)."""
+        ids = [wordpiece(word, self.index) if word else [] for word in words]
+        rows = self.row_of[np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64)]
+        word_of = np.repeat(np.arange(len(words)), [len(i) for i in ids])
+        fitted = rows >= 0
+        rows, word_of = rows[fitted], word_of[fitted]
+        counts = np.bincount(word_of, minlength=len(words))
+        out: list[np.ndarray | None] = [None] * len(words)
+        for count in np.unique(counts[counts > 0]).tolist():
+            group = np.flatnonzero(counts == count)
+            picked = rows[counts[word_of] == count]  # the group's rows, word after word
+            vectors = (self.codes[picked].astype(np.float32) * self.scales[picked, None])
+            means = vectors.reshape(len(group), count, -1).sum(axis=1) / np.float32(count)
+            for j, mean in zip(group.tolist(), means, strict=True):
+                out[j] = mean
+        return out
+
 
 class LazyPieces:
     """A folder's pieces table, read when a word is first composed (`compose`; `dim` comes
@@ -297,6 +320,13 @@ class LazyPieces:
 
     def compose(self, word: str) -> np.ndarray | None:
         """As `Pieces.compose`, the table read on the first call."""
+        return self._read().compose(word)
+
+    def compose_many(self, words: list[str]) -> list[np.ndarray | None]:
+        """As `Pieces.compose_many`, the table read on the first call."""
+        return self._read().compose_many(words)
+
+    def _read(self) -> Pieces:
         if self._table is None:
             with self._lock:
                 if self._table is None:
@@ -305,7 +335,7 @@ class LazyPieces:
                         raise ModelError(f"{pieces_path(self.folder)}: the pieces table is "
                                          "gone; open the model again")
                     self._table = table
-        return self._table.compose(word)
+        return self._table
 
 
 def write_pieces(folder: str | os.PathLike, ridge: float = RIDGE) -> tuple[Path, int]:

@@ -32,12 +32,12 @@ text (its cost: docs/lexical.md, "Where it lives"); `delete` filters the posting
 
 from __future__ import annotations
 
-import itertools
 import json
 import mmap
 import shutil
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from tokenize import TokenError
@@ -45,18 +45,25 @@ from typing import Any
 
 import numpy as np
 
-from qtsearch.core.batching import chunks
+from qtsearch.core.device import cpus
 from qtsearch.core.disk import writing
 from qtsearch.core.errors import DamagedIndex, UnusableIndex
 from qtsearch.core.sorted_lines import find_line, line_blob
-from qtsearch.text.terms import WORD, Analyzer
+from qtsearch.index.bm25_terms import (
+    CHUNK,
+    PARALLEL_ROWS,
+    ChunkTerms,
+    analysed,
+    analysed_store,
+    invert,
+    store_rows,
+)
+from qtsearch.text.terms import Analyzer
 
 FOLDER = "bm25"
 FORMAT = 2
 K1 = 1.2
 B = 0.75
-#: Rows tokenised at a time: bounds the build's memory to one chunk's token lists.
-CHUNK = 50_000
 FILES = ("terms.txt", "term_offsets.npy", "indptr.npy", "rows.npy", "tfs.npy", "weights.npy",
          "lengths.npy", "info.json")
 
@@ -70,43 +77,6 @@ class _Postings:
     rows: np.ndarray
     tfs: np.ndarray
     lengths: np.ndarray
-
-
-def _invert(rows: Iterable[tuple[int, str]], analyzer: Analyzer, vocab: dict[str, int],
-            first_row: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(term ids, rows, tfs) of every (term, row) pair, rows ascending within a term, and the
-    lengths of rows `first_row`… (new terms are added to `vocab`). Rows must come in id order
-    without gaps."""
-    term_parts, row_parts, tf_parts, length_parts = [], [], [], []
-    expected = first_row
-    # word -> term id (-1: a stop-word); the per-token work stays in C (findall, map, set
-    # difference): Python loops over the tokens made the build several times slower
-    word_ids: dict[str, int] = {}
-    findall = WORD.findall
-    for chunk in chunks(rows, CHUNK):
-        ids = [i for i, _ in chunk]
-        if ids[0] != expected or ids[-1] != expected + len(ids) - 1:
-            raise UnusableIndex(f"BM25 index: rows must have consecutive ids from {first_row}")
-        expected += len(ids)
-        words = [findall(text.casefold()) for _, text in chunk]
-        flat = list(itertools.chain.from_iterable(words))
-        new = sorted(set(flat).difference(word_ids))  # sorted: the same files every build
-        for w, t in zip(new, analyzer.terms_of(new), strict=True):
-            word_ids[w] = -1 if t is None else vocab.setdefault(t, len(vocab))
-        tids = np.fromiter(map(word_ids.__getitem__, flat), dtype=np.int64, count=len(flat))
-        row = np.repeat(np.asarray(ids, dtype=np.int64), [len(ws) for ws in words])
-        keep = tids >= 0
-        tids, row = tids[keep], row[keep]
-        length_parts.append(np.bincount(row - ids[0], minlength=len(ids)).astype(np.int32))
-        keys, counts = np.unique((tids << 32) | row, return_counts=True)
-        term_parts.append(keys >> 32)
-        row_parts.append(keys & 0xFFFFFFFF)
-        tf_parts.append(np.minimum(counts, np.iinfo(np.uint16).max))
-    if not length_parts:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty, np.zeros(0, dtype=np.int32)
-    return (np.concatenate(term_parts), np.concatenate(row_parts), np.concatenate(tf_parts),
-            np.concatenate(length_parts))
 
 
 def _write(folder: Path, p: _Postings) -> None:
@@ -156,8 +126,13 @@ def _postings(vocab: dict[str, int], term_ids: np.ndarray, rows: np.ndarray, tfs
 def build(folder: Path, rows: Iterable[tuple[int, str]]) -> int:
     """Write the BM25 files of `folder` from all its rows, (id, text) in id order from 0;
     returns the number of rows."""
+    return build_from(folder, analysed(rows, 0))
+
+
+def build_from(folder: Path, parts: Iterable[ChunkTerms]) -> int:
+    """`build` from the rows analysed (qtsearch.index.bm25_terms), in row order from 0."""
     vocab: dict[str, int] = {}
-    term_ids, row_ids, tfs, lengths = _invert(rows, Analyzer(), vocab, 0)
+    term_ids, row_ids, tfs, lengths = invert(parts, vocab, 0)
     _write(folder, _postings(vocab, term_ids, row_ids, tfs, lengths))
     return len(lengths)
 
@@ -169,11 +144,16 @@ def exists(folder: Path) -> bool:
 def append(folder: Path, rows: Iterable[tuple[int, str]]) -> int:
     """Add rows (id, text; ids continuing the index's) to `folder`'s BM25 files, keeping every
     score exact; returns the number of rows added."""
+    return _append(folder, lambda first_row: analysed(rows, first_row))
+
+
+def _append(folder: Path, parts_from: Callable[[int], Iterable[ChunkTerms]]) -> int:
+    """`append` of the rows `parts_from(the files' row count)` gives analysed."""
     old = Bm25Index.open(folder)
     if old is None:
         raise UnusableIndex(f"{folder}: no BM25 files to add to")
     vocab = {t: i for i, t in enumerate(old.terms)}
-    new_terms, new_rows, new_tfs, new_lengths = _invert(rows, Analyzer(), vocab, old.count)
+    new_terms, new_rows, new_tfs, new_lengths = invert(parts_from(old.count), vocab, old.count)
     old_terms = np.repeat(np.arange(len(old.indptr) - 1, dtype=np.int64), np.diff(old.indptr))
     # old postings first: within a term, rows stay ascending through the stable sort
     p = _postings(vocab, np.concatenate([old_terms, new_terms]),
@@ -206,27 +186,29 @@ def keep_rows(folder: Path, keep: np.ndarray) -> int:
     return len(p.lengths)
 
 
-def _store_rows(db: Path, first_id: int) -> Iterator[tuple[int, str]]:
-    """(id, text) of a metadata store's rows from `first_id` on, in id order, read through a
-    connection of its own (the builder's may be mid-transaction)."""
-    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        yield from conn.execute("SELECT id, text FROM sentences WHERE id >= ? ORDER BY id",
-                                (first_id,))
-    finally:
-        conn.close()
-
-
 def write_for(folder: Path, db: Path, first_id: int = 0) -> int:
     """Bring an index folder's BM25 files up to its metadata store `db`: the rows from
     `first_id` on are added to files that cover exactly the rows before it, otherwise (no files,
-    files of another size, `first_id` 0) every row is indexed anew. Returns the rows indexed."""
+    files of another size, `first_id` 0) every row is indexed anew. Returns the rows indexed.
+    Many rows are analysed by a worker process per core (qtsearch.index.bm25_terms)."""
     if first_id > 0 and exists(folder):
         old = Bm25Index.open(folder)
         if old is not None and old.count == first_id:
             del old
-            return append(folder, _store_rows(db, first_id))
-    return build(folder, _store_rows(db, 0))
+            return _append(folder, lambda first_row: _store_parts(db, first_row))
+    return build_from(folder, _store_parts(db, 0))
+
+
+def _store_parts(db: Path, first_id: int) -> Iterable[ChunkTerms]:
+    """A store's rows from `first_id` on, analysed here, or by workers where they are many
+    and there is a core for each."""
+    with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+        count, = conn.execute("SELECT COUNT(*) FROM sentences WHERE id >= ?",
+                              (first_id,)).fetchone()
+    workers = min(cpus(), -(-count // CHUNK))
+    if count < PARALLEL_ROWS or workers < 2:
+        return analysed(store_rows(db, first_id), first_id)
+    return analysed_store(db, first_id, count, workers)
 
 
 class Bm25Index:

@@ -181,7 +181,7 @@ def _ids(texts: list[str]) -> Chunk:
     token: what an open vocabulary numbers in the parent (`token_shards`)."""
     assert _vocab is not None, "a tokenising worker runs _start first"
     flat, lengths, at, unknown = array("i"), [], [], []
-    rows: dict[str, np.ndarray | None] = {}
+    new: list[str] = []  # words to compose, in the order met
     for text in texts:
         tokens = tokenize(text)
         ids = _vocab.encode(tokens, _max_len, fold_case=True)
@@ -194,7 +194,8 @@ def _ids(texts: list[str]) -> Chunk:
                     key = tokens[j].lower()
                     if _pieces is not None and key not in _composed:
                         _composed.add(key)  # sent once: the parent keeps what it numbers
-                        rows[key] = _pieces.compose(key)
+                        new.append(key)
         flat.extend(ids)
         lengths.append(len(ids))
+    rows = dict(zip(new, _pieces.compose_many(new), strict=True)) if _pieces is not None else {}
     return flat, lengths, at, unknown, rows

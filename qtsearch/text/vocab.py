@@ -53,11 +53,12 @@ class Vocab:
     def encode(self, tokens: list[str], max_len: int, fold_case: bool = False) -> list[int]:
         """Token ids, truncated (not dropped) to `max_len`; an empty sentence becomes [<unk>].
         `fold_case`: a token unknown as written gets the id of another casing of it."""
-        get = self.index.get
-        if fold_case:
-            ids = [get(t) or self._folded_id(t) for t in tokens[:max_len]]
-        else:
-            ids = [get(t, 1) for t in tokens[:max_len]]
+        tokens = tokens[:max_len]
+        ids = list(map(self.index.get, tokens))  # in C: most tokens are known as written
+        if fold_case and (None in ids or 0 in ids):  # "<pad>" typed is folded too, to <unk>
+            ids = [i or self._folded_id(t) for i, t in zip(ids, tokens)]
+        elif None in ids:
+            ids = [1 if i is None else i for i in ids]
         return ids or [1]
 
     def _folded_id(self, token: str) -> int:

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qtsearch.index import bm25
+from qtsearch.core.errors import UnusableIndex
+from qtsearch.index import bm25, bm25_terms
 from qtsearch.index.manifest import write_manifest
 from qtsearch.index.store import MetadataStore
 from qtsearch.indexing.append import add_to_index
@@ -119,6 +120,43 @@ def test_appending_gives_the_files_of_one_build(scifact, tmp_path):
     for q in queries:
         terms = a.query_terms(q)
         assert a.top(terms, 20) == b.top(terms, 20)
+
+
+def test_worker_processes_write_the_files_of_one_process(scifact, tmp_path, monkeypatch):
+    """A big store is analysed by worker processes reading chunks of it (here chunks of 700
+    rows, two workers): the same files as analysing every row here, for a build and for the
+    rows an `add` appends."""
+    texts, _ = scifact
+    db = tmp_path / "meta.sqlite"
+    with MetadataStore.create(db) as store:
+        store.insert_many([(i, t, "s.txt", i, i, 0) for i, t in enumerate(texts)])
+    monkeypatch.setattr(bm25_terms, "CHUNK", 700)
+    here, workers = tmp_path / "here", tmp_path / "workers"
+    bm25.build(here, enumerate(texts))
+    assert bm25.build_from(workers, bm25_terms.analysed_store(db, 0, len(texts), 2)) == \
+        len(texts)
+    for name in bm25.FILES:
+        assert (workers / bm25.FOLDER / name).read_bytes() == \
+            (here / bm25.FOLDER / name).read_bytes(), name
+    cut = 2000
+    appended = tmp_path / "appended"
+    bm25.build(appended, enumerate(texts[:cut]))
+    monkeypatch.setattr(bm25, "PARALLEL_ROWS", 1000)  # write_for's choice: the workers
+    assert bm25.write_for(appended, db, cut) == len(texts) - cut
+    for name in bm25.FILES:
+        assert (appended / bm25.FOLDER / name).read_bytes() == \
+            (here / bm25.FOLDER / name).read_bytes(), name
+
+
+def test_a_gap_in_the_store_is_refused_by_the_workers(scifact, tmp_path, monkeypatch):
+    texts, _ = scifact
+    db = tmp_path / "meta.sqlite"
+    with MetadataStore.create(db) as store:
+        store.insert_many([(i, t, "s.txt", i, i, 0) for i, t in enumerate(texts[:3000])
+                           if i != 1234])
+    monkeypatch.setattr(bm25_terms, "CHUNK", 700)
+    with pytest.raises(UnusableIndex, match="consecutive ids from 700"):
+        bm25.build_from(tmp_path, bm25_terms.analysed_store(db, 0, 2999, 2))
 
 
 def test_stop_words_do_not_decide_a_hit():

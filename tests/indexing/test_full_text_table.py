@@ -140,7 +140,7 @@ def test_killed_in_the_bm25_build_then_rerun(corpus, tiny_model, tmp_path, when)
     argv = ["build-index", str(corpus), "--model", str(tiny_model), "--out", str(out),
             "--split-sentences", "--index", "flat", "--shard-size", "300", "--device", "cpu",
             "-q"]
-    killed_run("qtsearch.index.bm25:build", when, 1, argv)
+    killed_run("qtsearch.index.bm25:build_from", when, 1, argv)
     assert not out.exists() and (tmp_path / "wiki.partial").is_dir()
     code, _ = run_cli(*argv)
     assert code == 0
