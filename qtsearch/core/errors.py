@@ -50,3 +50,8 @@ class Interrupted(QTSearchError):
     """Ctrl-C (or SIGTERM in training): the message says what was kept and how to continue."""
 
     code = 130
+
+
+class Stopped(Exception):
+    """Work running beside other work was asked to stop: that work failed or was interrupted
+    (qtsearch.indexing.state.stage_beside). Never shown: the other work's error is."""

@@ -22,10 +22,12 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 
 import numpy as np
 
-from qtsearch.core.device import Cpu
+from qtsearch.core.device import Cpu, cpus
 from qtsearch.core.errors import ModelError
 from qtsearch.encoders.base import LEAD_TOKENS, TAIL_WEIGHT, FolderEncoder, flat_ids, l2_normalize
 from qtsearch.encoders.files import TABLE, read_tensors
@@ -49,7 +51,8 @@ class MeanEncoder(FolderEncoder):
     #: a build reports its tokens composed and unknown: counting them costs nothing beside the
     #: gather of their rows
     counts_words = True
-    #: its encoding is a sparse sum on one thread: a CPU build tokenises on every core
+    #: its encoding is a sparse sum, light beside tokenising: a CPU build tokenises on every
+    #: core
     light = True
 
     def __init__(self, path: str | os.PathLike | None = None):
@@ -118,41 +121,58 @@ class MeanEncoder(FolderEncoder):
     ) -> np.ndarray:
         """Mean of each sentence's rows (a sentence has at least one id: <unk> when empty);
         `progress(n)` after each block of sentences; the tokens are added to `counts` where
-        given."""
+        given. Many sentences are cut into one chunk per core or more, each one sparse
+        product on a thread of its own (scipy's product releases the GIL)."""
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         sparse = len(ids) >= SPARSE_FROM
+        whole = None
+        threads = 1
         if sparse:
             # every row so far, composed ones included (taken after the ids were made: it
             # holds every id they can name)
             table = self.open_vocab.table if self.open_vocab is not None else None
             whole = table.view() if table is not None else self.table
-        step = CHUNK if sparse else max(1, min(BLOCK, batch_size))
-        for s in range(0, len(ids), step):
-            flat, lengths = flat_ids(ids[s : s + step])
-            starts = np.cumsum(lengths) - lengths
-            if counts is not None:
-                counts.add(flat, len(self.rows))
-            marks = self._negation_marks(flat, starts) if self.scope else None
-            weights = tail_weights(lengths, starts)
-            totals = lengths if weights is None else np.add.reduceat(weights, starts)
-            if sparse:
-                shares = (np.repeat((1.0 / lengths).astype(np.float32), lengths)
-                          if weights is None
-                          else (weights / np.repeat(totals, lengths)).astype(np.float32))
-                out[s : s + step] = self._sparse_mean(whole, flat, lengths, marks, shares)
-            else:
-                rows = self._rows(flat)
-                if marks is not None:
-                    scoped, cue = marks
-                    rows[scoped] *= self.scope[0]
-                    rows[cue] = 0
-                if weights is not None:
-                    rows *= weights[:, None]
-                out[s : s + step] = np.add.reduceat(rows, starts, axis=0)
-                out[s : s + step] /= totals[:, None]
-            if progress:
-                progress(len(lengths))
+            chunks = -(-len(ids) // CHUNK)
+            threads = min(cpus(), chunks)
+            step = -(-len(ids) // (-(-chunks // threads) * threads))  # an even share each
+        else:
+            step = max(1, min(BLOCK, batch_size))
+        starts = range(0, len(ids), step)
+        with ThreadPoolExecutor(threads) if threads > 1 else nullcontext() as pool:
+            blocks = (pool.map if pool else map)(
+                lambda s: self._mean_block(ids[s : s + step], whole), starts)
+            for s, (vectors, flat) in zip(starts, blocks, strict=True):
+                out[s : s + len(vectors)] = vectors
+                if counts is not None:
+                    counts.add(flat, len(self.rows))
+                if progress:
+                    progress(len(vectors))
         return l2_normalize(out) if normalize else out
+
+    def _mean_block(self, ids: Sequence[Sequence[int]], whole: np.ndarray | None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """(the means of these sentences' rows, their ids flat): one sparse product times
+        `whole` (every row) where given, else a gather of their rows."""
+        flat, lengths = flat_ids(ids)
+        starts = np.cumsum(lengths) - lengths
+        marks = self._negation_marks(flat, starts) if self.scope else None
+        weights = tail_weights(lengths, starts)
+        totals = lengths if weights is None else np.add.reduceat(weights, starts)
+        if whole is not None:
+            shares = (np.repeat((1.0 / lengths).astype(np.float32), lengths)
+                      if weights is None
+                      else (weights / np.repeat(totals, lengths)).astype(np.float32))
+            return self._sparse_mean(whole, flat, lengths, marks, shares), flat
+        rows = self._rows(flat)
+        if marks is not None:
+            scoped, cue = marks
+            rows[scoped] *= self.scope[0]
+            rows[cue] = 0
+        if weights is not None:
+            rows *= weights[:, None]
+        means = np.add.reduceat(rows, starts, axis=0)
+        means /= totals[:, None]
+        return means, flat
 
     def _negation_marks(self, flat: np.ndarray, starts: np.ndarray
                         ) -> tuple[np.ndarray, np.ndarray]:
@@ -181,7 +201,12 @@ class MeanEncoder(FolderEncoder):
         scoped, cue = marks
         out = csr_matrix((np.where(cue, 0, weights), flat, indptr), shape=shape) @ table
         if scoped.any():
-            rows = csr_matrix((np.where(scoped, weights, 0), flat, indptr), shape=shape)
+            # the scoped words' entries alone: a product costs a row per entry, a zero too
+            picked = np.flatnonzero(scoped)
+            per_text = np.bincount(np.repeat(np.arange(len(lengths)), lengths)[picked],
+                                   minlength=len(lengths))
+            rows = csr_matrix((weights[picked], flat[picked],
+                               np.concatenate([[0], np.cumsum(per_text)])), shape=shape)
             out += (rows @ table) * (self.scope[0] - 1)
         return out
 

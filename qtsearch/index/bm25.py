@@ -36,6 +36,7 @@ import json
 import mmap
 import shutil
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable
 from contextlib import closing
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ from qtsearch.index.bm25_terms import (
     analysed,
     analysed_store,
     invert,
+    stoppable,
     store_rows,
 )
 from qtsearch.text.terms import Analyzer
@@ -112,7 +114,7 @@ def _postings(vocab: dict[str, int], term_ids: np.ndarray, rows: np.ndarray, tfs
     """Postings in the order of the terms' UTF-8 bytes (str order is code-point order, the
     same), from (term id, row, tf) triples whose rows ascend within each term."""
     terms = sorted(vocab)
-    remap = np.empty(len(vocab), dtype=np.int64)
+    remap = np.empty(len(vocab), dtype=np.int32)
     remap[np.fromiter((vocab[t] for t in terms), dtype=np.int64, count=len(terms))] = \
         np.arange(len(terms))
     term_ids = remap[term_ids]
@@ -186,17 +188,20 @@ def keep_rows(folder: Path, keep: np.ndarray) -> int:
     return len(p.lengths)
 
 
-def write_for(folder: Path, db: Path, first_id: int = 0) -> int:
+def write_for(folder: Path, db: Path, first_id: int = 0,
+              stop: threading.Event | None = None) -> int:
     """Bring an index folder's BM25 files up to its metadata store `db`: the rows from
     `first_id` on are added to files that cover exactly the rows before it, otherwise (no files,
     files of another size, `first_id` 0) every row is indexed anew. Returns the rows indexed.
-    Many rows are analysed by a worker process per core (qtsearch.index.bm25_terms)."""
+    Many rows are analysed by a worker process per core (qtsearch.index.bm25_terms). Once
+    `stop` is set, the next chunk raises qtsearch.core.errors.Stopped."""
     if first_id > 0 and exists(folder):
         old = Bm25Index.open(folder)
         if old is not None and old.count == first_id:
             del old
-            return _append(folder, lambda first_row: _store_parts(db, first_row))
-    return build_from(folder, _store_parts(db, 0))
+            return _append(folder, lambda first_row: stoppable(_store_parts(db, first_row),
+                                                               stop))
+    return build_from(folder, stoppable(_store_parts(db, 0), stop))
 
 
 def _store_parts(db: Path, first_id: int) -> Iterable[ChunkTerms]:

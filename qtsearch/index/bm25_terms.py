@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import signal
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from qtsearch.core.batching import chunks
-from qtsearch.core.errors import UnusableIndex
+from qtsearch.core.errors import Stopped, UnusableIndex
 from qtsearch.text.terms import WORD, Analyzer
 
 #: Rows analysed at a time: bounds the memory of one chunk's words.
@@ -62,27 +63,29 @@ def analyse(chunk: list[tuple[int, str]], analyzer: Analyzer, first_row: int) ->
     keep = tids >= 0  # stop-words out
     tids, row = tids[keep], row[keep]
     pairs, counts = np.unique((tids << 32) | row, return_counts=True)
-    return ChunkTerms(list(local), pairs, np.minimum(counts, np.iinfo(np.uint16).max),
+    tfs = np.minimum(counts, np.iinfo(np.uint16).max).astype(np.uint16)
+    return ChunkTerms(list(local), pairs, tfs,
                       np.bincount(row, minlength=len(ids)).astype(np.int32))
 
 
 def invert(parts: Iterable[ChunkTerms], vocab: dict[str, int], first_row: int
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(term ids, rows, tfs) of every (term, row) pair of the chunks, in row order, rows
-    ascending within a term, and the rows' lengths; new terms are added to `vocab`."""
+    ascending within a term, and the rows' lengths; new terms are added to `vocab`. Kept in
+    int32 and uint16 (a million Wikipedia sentences hold ~15M pairs)."""
     term_parts, row_parts, tf_parts, length_parts = [], [], [], []
     start = first_row
     for part in parts:
         number = np.fromiter((vocab.setdefault(t, len(vocab)) for t in part.terms),
-                             dtype=np.int64, count=len(part.terms))
+                             dtype=np.int32, count=len(part.terms))
         term_parts.append(number[part.pairs >> 32])
-        row_parts.append((part.pairs & 0xFFFFFFFF) + start)
+        row_parts.append(((part.pairs & 0xFFFFFFFF) + start).astype(np.int32))
         tf_parts.append(part.tfs)
         length_parts.append(part.lengths)
         start += len(part.lengths)
     if not length_parts:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty, np.zeros(0, dtype=np.int32)
+        empty = np.zeros(0, dtype=np.int32)
+        return empty, empty, np.zeros(0, dtype=np.uint16), empty
     return (np.concatenate(term_parts), np.concatenate(row_parts), np.concatenate(tf_parts),
             np.concatenate(length_parts))
 
@@ -110,6 +113,14 @@ def analysed_store(db: Path, first_row: int, count: int, workers: int) -> Iterat
                                 [min(s + CHUNK, first_row + count) for s in starts])
         finally:  # interrupted or failed: nothing more to analyse
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def stoppable(parts: Iterable[ChunkTerms], stop: threading.Event | None) -> Iterator[ChunkTerms]:
+    """`parts`, raising Stopped before the next one once `stop` is set."""
+    for part in parts:
+        if stop is not None and stop.is_set():
+            raise Stopped
+        yield part
 
 
 def store_rows(db: Path, first_id: int, end: int | None = None) -> Iterator[tuple[int, str]]:

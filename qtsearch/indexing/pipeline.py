@@ -1,10 +1,11 @@
-"""Corpus → searchable index: read → embed → fit → faiss ∥ SQLite metadata + BM25 files.
+"""Corpus → searchable index: read → (embed → fit → faiss) ∥ SQLite metadata + BM25 files.
 
 Memory stays flat as the corpus grows: sentences are read into fixed-size shards (Parquet, with
 their source, line, document and position), each shard is embedded into an `.npy` file, a
 vector transform (`--fit`, qtsearch.index.transform) is fitted on a sample, and the index is
 trained on a sample and filled shard by shard with the transformed vectors. The metadata stage
-writes the rows and their BM25 files. Only the final index itself grows.
+writes the rows and their BM25 files, on a big build in a thread beside the others from the end
+of reading (qtsearch.indexing.state.stage_beside). Only the final index itself grows.
 
 Builds are atomic and resumable. Everything is written into `<out>.partial/` with a small
 `state.json`; a rerun with the same corpus, model and options skips what is finished (reading,
@@ -18,12 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,12 +31,11 @@ from typing import Any
 import numpy as np
 
 from qtsearch.core.config import save_config
-from qtsearch.core.errors import InputError, Interrupted, OutputError, UnusableIndex, UsageError
+from qtsearch.core.errors import InputError, Interrupted, OutputError, UsageError
 from qtsearch.core.progress import Reporter
 from qtsearch.encoders.base import IndexEncoder, TokenEncoder
 from qtsearch.encoders.corpus_words import prepare_corpus_words, refines
 from qtsearch.encoders.registry import load_encoder
-from qtsearch.index import bm25
 from qtsearch.index.index_folder import file_checksum, folder_bytes, require_writable, swap_in
 from qtsearch.index.lock import real_folder, writer_lock
 from qtsearch.index.manifest import (
@@ -51,10 +50,8 @@ from qtsearch.index.names import (
     INDEX_FILE,
     INDEX_TYPES,
     MANIFEST,
-    META_FILE,
     PARQUET_FILE,
 )
-from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import (
     FIT_SAMPLE,
     TRANSFORM_FILE,
@@ -66,8 +63,16 @@ from qtsearch.index.transform import (
 from qtsearch.indexing import shards as shard_files
 from qtsearch.indexing.build_config import IndexConfig, default_out
 from qtsearch.indexing.index_stage import IndexStage, build_fields, manifest_fields
+from qtsearch.indexing.metadata_stage import write_metadata
 from qtsearch.indexing.rerun import built_before
-from qtsearch.indexing.state import PARALLEL_MIN_CPUS, SHARDS, STATE_FILE, BuildState
+from qtsearch.indexing.state import (
+    BESIDE_EMBED,
+    SHARDS,
+    STATE_FILE,
+    BuildState,
+    metadata_beside,
+    stage_beside,
+)
 from qtsearch.indexing.tokens import BuildTokens, shard_ids, shard_inputs
 from qtsearch.text.reader import list_files, read_sentences
 
@@ -273,24 +278,11 @@ class Builder:
         """The index stage over the embedded shards (the Ray engine fills it on its workers)."""
         return IndexStage(self._vectors, count, shards, self.reporter, self.transform)
 
-    def _metadata(self) -> None:
+    def _metadata(self, stop: threading.Event) -> None:
         t0 = time.perf_counter()
-        db = self.partial / META_FILE
-        for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
-            stale.unlink(missing_ok=True)
-        count = self.state["read"]["count"]
-        with self.reporter.stage("metadata", count, "rows") as advance, \
-                MetadataStore.create(db) as store:
-            for i in range(self.state["read"]["shards"]):
-                advance(store.insert_many(
-                    shard_files.read_rows(shard_files.rows_path(self.shards, i))))
-            if store.count() != count:
-                raise UnusableIndex(f"{db}: holds {store.count():,} rows, expected {count:,}")
-            store.checkpoint()
-            # the lexical leg's exact BM25 (qtsearch.index.bm25); no FTS5 table beside it
-            bm25.write_for(self.partial, db)
-            if self.config.parquet:
-                store.to_parquet(self.partial / PARQUET_FILE)
+        read = self.state["read"]
+        write_metadata(self.partial, self.shards, read["count"], read["shards"], self.reporter,
+                       self.config.parquet, stop)
         self.state.timed("metadata", t0)
 
     def _stages(self, files: list[Path], encoder: IndexEncoder) -> None:
@@ -302,28 +294,17 @@ class Builder:
                 except InputError:  # nothing worth resuming yet: leave no trace
                     shutil.rmtree(self.partial, ignore_errors=True)
                     raise
-            self._embed(encoder)
-            refit = (self.state.get("transform") or {}).get("requested") != self.fit
-            if refit:
-                self._fit(encoder.search.get("fit"))
-            else:
-                self.transform = VectorTransform.load(self.partial)
-            redo_index = refit or (self.state["index"] or {}).get("requested") != c.index
-            dim = self.transform.out_dim if self.transform else encoder.dim
-            if (os.cpu_count() or 1) < PARALLEL_MIN_CPUS:
-                if redo_index:
-                    self._index(dim)
-                self._metadata()
-                return
-            # SQLite inserts (Python, GIL-bound) overlap faiss training/adding (native code
-            # that releases the GIL): on a many-core machine the metadata stage is then free.
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                metadata = pool.submit(self._metadata)
-                try:
-                    if redo_index:
-                        self._index(dim)
-                finally:
-                    metadata.result()
+            beside = metadata_beside(self.state["read"]["count"])
+            with stage_beside(self._metadata, beside) as check:
+                self._embed(encoder)
+                check()  # a failed metadata stage: said now, not after the index stage
+                refit = (self.state.get("transform") or {}).get("requested") != self.fit
+                if refit:
+                    self._fit(encoder.search.get("fit"))
+                else:
+                    self.transform = VectorTransform.load(self.partial)
+                if refit or (self.state["index"] or {}).get("requested") != c.index:
+                    self._index(self.transform.out_dim if self.transform else encoder.dim)
 
     def _manifest(self, encoder: IndexEncoder, corpus: list[dict[str, Any]]) -> dict[str, Any]:
         c, info = self.config, self.state["index"]
@@ -339,7 +320,8 @@ class Builder:
             stages=dict(self.state["stages"]), created=now(), fts=False,
             build={**build_fields(info), "embed_device": str(encoder.device),
                    "shard_size": c.shard_size,
-                   "parallel_stages": (os.cpu_count() or 1) >= PARALLEL_MIN_CPUS})
+                   "parallel_stages": BESIDE_EMBED if metadata_beside(
+                       self.state["read"]["count"]) else False})
 
     # -- the whole build -------------------------------------------------------------------
     def run(self) -> BuildResult:

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import threading
 import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from qtsearch.core.config import write_json_atomic
+from qtsearch.core.device import cpus
 
 log = logging.getLogger("qtsearch")
 
@@ -20,19 +23,60 @@ STAGES = ("read", "embed", "index", "metadata")
 STATE_FILE = "state.json"
 SHARDS = "shards"
 
-#: The metadata stage runs beside the index stage only with this many CPUs: on fewer, a Python
-#: thread next to faiss's OpenMP threads oversubscribes the cores and slows both.
-PARALLEL_MIN_CPUS = 4
+#: From this many sentences, on 2 CPUs or more, the metadata stage (SQLite rows, then the BM25
+#: files, whose analysis has worker processes of its own) runs in a thread beside the embed and
+#: index stages: it takes the core they leave idle in their single-threaded steps
+#: (docs/speed.md, "The metadata stage beside the others"). A smaller build runs the stages
+#: one after the other: there is little to gain, and a failing write is then always the same
+#: stage's.
+BESIDE_FROM = 50_000
+#: `parallel_stages` in a manifest: the metadata stage ran beside the embed and index stages.
+#: (True: beside the index stage alone, as builds on 4 CPUs or more once ran it.)
+BESIDE_EMBED = "embed"
 
 
-def total_seconds(stages: dict[str, float], parallel: bool | None = None) -> float:
-    """Build time from the stage times; the index and metadata stages overlap on machines
-    with PARALLEL_MIN_CPUS or more (`parallel`: whether they did; default: this machine)."""
-    if parallel is None:
-        parallel = (os.cpu_count() or 1) >= PARALLEL_MIN_CPUS
+def metadata_beside(count: int) -> bool:
+    """Whether a build of `count` sentences runs its metadata stage beside the others."""
+    return count >= BESIDE_FROM and cpus() >= 2
+
+
+def total_seconds(stages: dict[str, float], parallel: bool | str | None) -> float:
+    """Build time from the stage times of a build whose manifest says `parallel_stages`: a
+    stage that ran beside others counts where it outlasted them."""
+    read, embed = stages.get("read", 0.0), stages.get("embed", 0.0)
     index, meta = stages.get("index", 0.0), stages.get("metadata", 0.0)
-    return (stages.get("read", 0.0) + stages.get("embed", 0.0)
-            + (max(index, meta) if parallel else index + meta))
+    if parallel == BESIDE_EMBED:
+        return read + max(embed + index, meta)
+    return read + embed + (max(index, meta) if parallel else index + meta)
+
+
+@contextmanager
+def stage_beside(run: Callable[[threading.Event], None], beside: bool
+                 ) -> Iterator[Callable[[], None]]:
+    """Run `run(stop)` in a thread beside the block where `beside`, else after it. The block
+    gets `check()`, which raises the thread's error once it has failed. Where the block fails
+    (Ctrl-C included), `stop` is set (`run` checks it between its steps and raises
+    qtsearch.core.errors.Stopped),
+    the thread awaited and its own outcome dropped: the block's error is the one to tell."""
+    stop = threading.Event()
+    if not beside:
+        yield lambda: None
+        run(stop)
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="qtsearch-beside") as pool:
+        future = pool.submit(run, stop)
+
+        def check() -> None:
+            if future.done():
+                future.result()
+
+        try:
+            yield check
+        except BaseException:
+            stop.set()
+            wait([future])
+            raise
+        future.result()
 
 
 class BuildState(dict):

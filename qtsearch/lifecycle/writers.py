@@ -18,7 +18,7 @@ from qtsearch.core.errors import UsageError
 from qtsearch.core.lazy_names import lazy_names
 from qtsearch.index.choose import FLAT_MAX, PARTITIONED, SQ8_MAX, WHITEN
 from qtsearch.indexing.build_config import IndexConfig
-from qtsearch.indexing.state import STAGES, total_seconds
+from qtsearch.indexing.state import BESIDE_EMBED, STAGES, total_seconds
 
 #: The options of `Index.build` beyond where the corpus is, the model and the folder.
 BUILD_OPTIONS = tuple(f.name for f in dataclasses.fields(IndexConfig)
@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     from qtsearch.lifecycle.inputs import Source
     from qtsearch.search.filters import Filter
 
-__all__ = ["BUILD_OPTIONS", "FLAT_MAX", "PARTITIONED", "SQ8_MAX", "STAGES", "WHITEN", "AddResult",
-           "DeleteResult", "IndexConfig", "RayOptions", "add_to_index", "build_folder",
-           "build_index", "build_on", "delete_condition", "delete_from_index",
+__all__ = ["BESIDE_EMBED", "BUILD_OPTIONS", "FLAT_MAX", "PARTITIONED", "SQ8_MAX", "STAGES",
+           "WHITEN", "AddResult", "DeleteResult", "IndexConfig", "RayOptions", "add_to_index",
+           "build_folder", "build_index", "build_on", "delete_condition", "delete_from_index",
            "split_option", "total_seconds"]
 
 #: Where each writer lives.

@@ -13,6 +13,7 @@ from qtsearch.app.progress_bars import RichReporter
 from qtsearch.core.errors import OutputError
 from qtsearch.lifecycle.on_disk import Manifest, read_manifest
 from qtsearch.lifecycle.writers import (
+    BESIDE_EMBED,
     FLAT_MAX,
     PARTITIONED,
     SQ8_MAX,
@@ -106,7 +107,9 @@ def summary_table(manifest: Manifest, bytes_on_disk: int, resumed: bool = False)
         secs = stages.get(name, 0.0)
         table.add_row(name, f"{secs:,.1f}", f"{n / secs:,.0f}" if secs > 0 else "—",
                       f"{100 * secs / total:.0f}%" if total > 0 else "—")
-    label = ", ".join(["index ∥ metadata"] * bool(parallel) + ["all runs"] * resumed)
+    beside = ("embed, index ∥ metadata" if parallel == BESIDE_EMBED
+              else "index ∥ metadata" if parallel else None)
+    label = ", ".join([beside] * bool(beside) + ["all runs"] * resumed)
     table.add_row("[bold]total[/bold]" + (f" ({label})" if label else ""),
                   f"[bold]{total:,.1f}",
                   f"[bold]{n / total:,.0f}" if total > 0 else "—", "")
