@@ -307,6 +307,8 @@ GENERAL_SEAMS = FACADE_SEAMS | {"qtsearch.index.backend"}
 VALUE_SEAMS = {"qtsearch.search.fusion": {"SearchSettings"}}
 #: Benchmarks whose subject is one engine component: that component and what measures it.
 BENCHMARK_SEAMS = {
+    # the BM25 files written from a store in this process and by worker processes
+    "benchmarks/bm25_build.py": {"qtsearch.index.bm25"},
     # the fitted transform's recall, through the builder's own index stage
     "benchmarks/fit_transform.py": {"qtsearch.index.transform", "qtsearch.index.faiss_backend",
                                     "qtsearch.index.recall", "qtsearch.indexing.index_stage"},
