@@ -30,8 +30,8 @@ SHARDS = "shards"
 #: one after the other: there is little to gain, and a failing write is then always the same
 #: stage's.
 BESIDE_FROM = 50_000
-#: `parallel_stages` in a manifest: the metadata stage ran beside the embed and index stages.
-#: (True: beside the index stage alone, as builds on 4 CPUs or more once ran it.)
+#: `parallel_stages` in a manifest: the metadata stage ran beside the embed and index stages
+#: (True, written by earlier versions: beside the index stage alone; False: one after another).
 BESIDE_EMBED = "embed"
 
 

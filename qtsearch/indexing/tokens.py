@@ -81,11 +81,11 @@ class BuildTokens:
 def workers_for(count: int, device: str, light: bool = False) -> int:
     """Worker processes for tokenising `count` sentences for an encoder on `device`: one per
     CPU but the one feeding the GPU where the encoder runs there; on the CPU one per CPU for
-    a `light` encoder (the mean-of-words model: a sparse sum on one thread, which leaves the
-    cores to the tokenisers), else 0 (tokenise in this process: a network's own threads want
-    the cores, on 2 cores workers beside its encoding made the stage slower, docs/indexing.md,
-    "Tokenising in parallel", and `nn.GRU` waits at every step for a thread that a tokeniser
-    has descheduled). Small builds: see MIN_SENTENCES."""
+    a `light` encoder (the mean-of-words model: a sparse sum, little beside tokenising, which
+    leaves the cores to the tokenisers), else 0 (tokenise in this process: a network's own
+    threads want the cores, on 2 cores workers beside its encoding made the stage slower,
+    docs/indexing.md, "Tokenising in parallel", and `nn.GRU` waits at every step for a thread
+    that a tokeniser has descheduled). Small builds: see MIN_SENTENCES."""
     n = cpus()
     if count < MIN_SENTENCES or n < 2:
         return 0
