@@ -76,13 +76,15 @@ def test_ctrl_c_in_the_index_stage_stops_the_metadata_stage(corpus, tmp_path, be
                                                               monkeypatch, one_after_the_other):
     out = tmp_path / "idx"
     seen: dict[str, bool] = {}
-    write_for = bm25.write_for
+    write_for, entered = bm25.write_for, threading.Event()
 
     def slow_write_for(*args, **kwargs):  # the BM25 files begin after Ctrl-C has come
+        entered.set()
         seen["stop"] = kwargs["stop"].wait(60)
         return write_for(*args, **kwargs)
 
-    def interrupted(self, dim):
+    def interrupted(self, dim):  # Ctrl-C once the metadata stage is in its BM25 step
+        assert entered.wait(60)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(metadata_stage.bm25, "write_for", slow_write_for)
