@@ -162,8 +162,9 @@ def _gather(futures: list[Future[Chunk]], open_vocab: OpenVocab | None) -> list[
         flat, lengths, at, unknown, rows = future.result()
         chunk = np.frombuffer(flat, dtype=np.int32).copy()
         if unknown and open_vocab is not None:
-            chunk[np.asarray(at, dtype=np.int64)] = [open_vocab.extended(t, rows)
-                                                     for t in unknown]
+            # each distinct token numbered once, in the order first met: the same ids
+            number = {t: open_vocab.extended(t, rows) for t in dict.fromkeys(unknown)}
+            chunk[np.asarray(at, dtype=np.int64)] = [number[t] for t in unknown]
         ids.extend(np.split(chunk, np.cumsum(lengths)[:-1]))
     return ids
 
