@@ -127,6 +127,12 @@ class VectorTransform:
             matrix = top / np.sqrt(np.maximum(top_values, floor))[None, :]
         return cls(kind, mean.astype(np.float32), np.ascontiguousarray(matrix, np.float32), n)
 
+    @property
+    def by_row(self) -> bool:
+        """Whether a row's result depends on that row alone, bit for bit, however many rows
+        are transformed together (no matrix product, whose blocking may differ)."""
+        return self.kind == "centre"
+
     def apply(self, x: np.ndarray) -> np.ndarray:
         """float32 [n, out_dim], rows L2-normalised (a row that ends at zero stays zero)."""
         x = np.asarray(x, dtype=np.float32)

@@ -63,8 +63,11 @@ class IndexStage:
 
     def sample(self, size: int, seed: int) -> np.ndarray:
         """`size` corpus vectors chosen at random (fixed seed: reruns train the same index),
-        taken after the transform: the very floats that are added (a matmul of the sample
-        alone can differ in the last bits), so a derived index equals the direct build."""
+        the very floats that are added, so a derived index equals the direct build: taken after
+        the transform (a matmul of the sample alone can differ in the last bits), or before
+        it where it works row by row (`by_row`), which spares transforming every shard."""
+        if self.transform is None or self.transform.by_row:
+            return self._out(sample_rows(self.source(), self.count, size, seed))
         return sample_rows(self.vectors(), self.count, size, seed)
 
     def _trained(self, key: str, dim: int, device: str, train_size: int) -> FaissBuilder:
