@@ -253,18 +253,14 @@ class Pieces:
         return cls(pieces, rows, vectors, scales)
 
     def compose(self, word: str) -> np.ndarray | None:
-        rows = self.row_of[wordpiece(word, self.index)] if word else self.row_of[:0]
-        rows = rows[rows >= 0]
-        if not len(rows):
-            return None
-        return (self.codes[rows].astype(np.float32) * self.scales[rows, None]).mean(axis=0)
+        return self.compose_many([word])[0]
 
     def compose_many(self, words: list[str]) -> list[np.ndarray | None]:
-        """`compose` of each word, the same values, with a few numpy calls for all of them
-        rather than a few for each (a build's tokenising workers compose ~100,000 words a
-        million sentences). Words are grouped by their count of fitted pieces: a group's rows
-        are summed one after the other, as `mean` sums one word's (`np.add.reduceat` would
-        not give the same float32 sums)."""
+        """`compose` of each word, with a few numpy calls for all of them rather than a few
+        for each (a build's tokenising workers compose ~100,000 words a million sentences).
+        Words are grouped by their count of fitted pieces and a group's rows summed one after
+        the other, so a word's row does not depend on the words beside it
+        (`np.add.reduceat` would not give the same float32 sums)."""
         ids = [wordpiece(word, self.index) if word else [] for word in words]
         rows = self.row_of[np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64)]
         word_of = np.repeat(np.arange(len(words)), [len(i) for i in ids])

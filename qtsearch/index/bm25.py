@@ -35,10 +35,8 @@ from __future__ import annotations
 import json
 import mmap
 import shutil
-import sqlite3
 import threading
 from collections.abc import Callable, Iterable
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from tokenize import TokenError
@@ -58,6 +56,7 @@ from qtsearch.index.bm25_terms import (
     analysed_store,
     invert,
     stoppable,
+    store_count,
     store_rows,
 )
 from qtsearch.text.terms import Analyzer
@@ -207,9 +206,7 @@ def write_for(folder: Path, db: Path, first_id: int = 0,
 def _store_parts(db: Path, first_id: int) -> Iterable[ChunkTerms]:
     """A store's rows from `first_id` on, analysed here, or by workers where they are many
     and there is a core for each."""
-    with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-        count, = conn.execute("SELECT COUNT(*) FROM sentences WHERE id >= ?",
-                              (first_id,)).fetchone()
+    count = store_count(db, first_id)
     workers = min(cpus(), -(-count // CHUNK))
     if count < PARALLEL_ROWS or workers < 2:
         return analysed(store_rows(db, first_id), first_id)

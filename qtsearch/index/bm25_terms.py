@@ -11,10 +11,10 @@ numbered here as they would be one after the other, so the files are the same ei
 from __future__ import annotations
 
 import itertools
-import signal
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +22,7 @@ import numpy as np
 
 from qtsearch.core.batching import chunks
 from qtsearch.core.errors import Stopped, UnusableIndex
+from qtsearch.core.processes import worker_pool
 from qtsearch.text.terms import WORD, Analyzer
 
 #: Rows analysed at a time: bounds the memory of one chunk's words.
@@ -101,18 +102,10 @@ def analysed(rows: Iterable[tuple[int, str]], first_row: int) -> Iterator[ChunkT
 def analysed_store(db: Path, first_row: int, count: int, workers: int) -> Iterator[ChunkTerms]:
     """The chunks of a metadata store's `count` rows from `first_row` on, analysed by
     `workers` processes reading the store themselves, in row order."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    # spawned, not forked: a build's process holds torch's and faiss's thread pools
-    context = multiprocessing.get_context("spawn")
     starts = range(first_row, first_row + count, CHUNK)
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start) as pool:
-        try:
-            yield from pool.map(_analyse_range, [db] * len(starts), starts,
-                                [min(s + CHUNK, first_row + count) for s in starts])
-        finally:  # interrupted or failed: nothing more to analyse
-            pool.shutdown(wait=True, cancel_futures=True)
+    with worker_pool(workers) as pool:
+        yield from pool.map(_analyse_range, [db] * len(starts), starts,
+                            [min(s + CHUNK, first_row + count) for s in starts])
 
 
 def stoppable(parts: Iterable[ChunkTerms], stop: threading.Event | None) -> Iterator[ChunkTerms]:
@@ -123,10 +116,16 @@ def stoppable(parts: Iterable[ChunkTerms], stop: threading.Event | None) -> Iter
         yield part
 
 
+def store_count(db: Path, first_id: int) -> int:
+    """How many rows a metadata store holds from `first_id` on."""
+    with closing(_read_only(db)) as conn:
+        return conn.execute("SELECT COUNT(*) FROM sentences WHERE id >= ?",
+                            (first_id,)).fetchone()[0]
+
+
 def store_rows(db: Path, first_id: int, end: int | None = None) -> Iterator[tuple[int, str]]:
-    """(id, text) of a metadata store's rows from `first_id` on (before `end`), in id order,
-    read through a connection of its own (the builder's may be mid-transaction)."""
-    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    """(id, text) of a metadata store's rows from `first_id` on (before `end`), in id order."""
+    conn = _read_only(db)
     try:
         if end is None:
             yield from conn.execute("SELECT id, text FROM sentences WHERE id >= ? ORDER BY id",
@@ -138,9 +137,9 @@ def store_rows(db: Path, first_id: int, end: int | None = None) -> Iterator[tupl
         conn.close()
 
 
-def _start() -> None:
-    """A worker's set-up: Ctrl-C is the parent's."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _read_only(db: Path) -> sqlite3.Connection:
+    """A connection of its own to a store, read-only (the builder's may be mid-transaction)."""
+    return sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
 
 
 def _analyse_range(db: Path, start: int, end: int) -> ChunkTerms:

@@ -19,17 +19,16 @@ encoder's: the encoder may serve other builds and queries meanwhile.
 
 from __future__ import annotations
 
-import multiprocessing
-import signal
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from qtsearch.core.device import cpus
+from qtsearch.core.processes import worker_pool
 from qtsearch.text.tokenizer import tokenize
 
 if TYPE_CHECKING:  # not imported: the workers import this module, and need none of them
@@ -137,21 +136,16 @@ def token_shards(texts_of: Callable[[int], list[str]], shards: list[int], vocab:
     path would."""
     closed = vocab if open_vocab is None else open_vocab.closed
     pieces = None if open_vocab is None else open_vocab.pieces
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start,
-                             initargs=(closed, max_len, pieces)) as pool:
+    with worker_pool(workers, _start, (closed, max_len, pieces)) as pool:
         pending: deque[list[Future[Chunk]]] = deque()
-        try:
-            for shard in shards:
-                texts = texts_of(shard)
-                pending.append([pool.submit(_ids, texts[i : i + CHUNK])
-                                for i in range(0, len(texts), CHUNK)])
-                if len(pending) > 1:
-                    yield _gather(pending.popleft(), open_vocab)
-            while pending:
+        for shard in shards:
+            texts = texts_of(shard)
+            pending.append([pool.submit(_ids, texts[i : i + CHUNK])
+                            for i in range(0, len(texts), CHUNK)])
+            if len(pending) > 1:
                 yield _gather(pending.popleft(), open_vocab)
-        finally:  # interrupted or failed: nothing more to tokenise
-            pool.shutdown(wait=True, cancel_futures=True)
+        while pending:
+            yield _gather(pending.popleft(), open_vocab)
 
 
 def _gather(futures: list[Future[Chunk]], open_vocab: OpenVocab | None) -> list[np.ndarray]:
@@ -170,10 +164,8 @@ def _gather(futures: list[Future[Chunk]], open_vocab: OpenVocab | None) -> list[
 
 
 def _start(vocab: Vocab, max_len: int, pieces: Pieces | LazyPieces | None) -> None:
-    """A worker's set-up: the vocabulary and pieces kept for every task; Ctrl-C is the
-    parent's."""
+    """A worker's set-up: the vocabulary and pieces kept for every task."""
     global _vocab, _max_len, _pieces
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _vocab, _max_len, _pieces = vocab, max_len, pieces
 
 

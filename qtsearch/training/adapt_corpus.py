@@ -218,8 +218,7 @@ def composed_rows(base: Path, words: list[str], dim: int) -> np.ndarray | None:
     if pieces is None:
         return None
     out = np.zeros((len(words), dim), dtype=np.float32)
-    for i, w in enumerate(words):
-        v = pieces.compose(w.lower())
+    for i, v in enumerate(pieces.compose_many([w.lower() for w in words])):
         if v is not None:
             out[i] = v
     return out
