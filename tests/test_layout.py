@@ -312,6 +312,8 @@ BENCHMARK_SEAMS = {
     # the fitted transform's recall, through the builder's own index stage
     "benchmarks/fit_transform.py": {"qtsearch.index.transform", "qtsearch.index.faiss_backend",
                                     "qtsearch.index.recall", "qtsearch.indexing.index_stage"},
+    # faiss's threads and its BLAS threshold for a few queries, as the engine sets them
+    "benchmarks/faiss_threads.py": {"qtsearch.index.faiss_backend"},
     # the GPU flat backend's batched search against the GPU's limits, recall against faiss-cpu
     "benchmarks/gpu_search.py": {"qtsearch.index.gpu", "qtsearch.index.recall"},
     # faiss index types the builder could choose, built and tuned as it builds them
@@ -320,6 +322,8 @@ BENCHMARK_SEAMS = {
     # BM25 implementations side by side, over the metadata store's texts
     "benchmarks/lexical_engines.py": {"qtsearch.index.bm25", "qtsearch.index.store",
                                       "qtsearch.search.lexical"},
+    # hybrid search with its lexical leg in a thread and inline (the searcher's threshold)
+    "benchmarks/lexical_beside.py": {"qtsearch.search.searcher"},
     # the lexical leg alone, as hybrid search runs it
     "benchmarks/lexical_latency.py": {"qtsearch.index.store", "qtsearch.search.lexical"},
     # recall of each index type against exact search; the types derived from one flat index

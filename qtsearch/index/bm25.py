@@ -273,7 +273,9 @@ class Bm25Index:
         if end is not None and (array[0] != 0 or array[-1] != end
                                 or bool((np.diff(array) < 0).any())):
             raise self.damaged(name, f"not a table ascending from 0 to {end}")
-        return array
+        # a plain array over the same mapping: a slice or an item of an np.memmap goes through
+        # Python-level hooks, a cost a query pays at every posting list and binary-search step
+        return np.asarray(array)
 
     @classmethod
     def open(cls, folder: Path) -> Bm25Index | None:

@@ -29,11 +29,17 @@ if TYPE_CHECKING:  # torch: only builds and searches on a GPU import it
 
 log = logging.getLogger("qtsearch")
 
-#: Below faiss's default threshold a query batch skips BLAS and runs the exact distances one
-#: query at a time, many times slower against a large flat index. Set once for the process, for
-#: search and for recall tuning.
-BLAS_THRESHOLD = 20
-faiss.cvar.distance_compute_blas_threshold = BLAS_THRESHOLD
+#: faiss scans a flat index (an IVF's coarse quantizer too) query by query with SIMD below a
+#: threshold and by BLAS above it. Before faiss 1.14 the threshold counted queries (default
+#: 20), which suits and is kept. Since then it counts queries x dimensions (default 128,000:
+#: a few hundred queries scanned one by one, many times slower than BLAS on one thread); set
+#: here so that a lone query or two of this project's dimensions keep the SIMD scan, ~2x
+#: quicker than BLAS for them, and batches from a few queries take BLAS (docs/speed.md, "A
+#: lone query to a flat index"). Set once for the process, for search and recall tuning.
+OLD_BLAS_THRESHOLD = 20
+BLAS_THRESHOLD = 1024
+if faiss.cvar.distance_compute_blas_threshold != OLD_BLAS_THRESHOLD:
+    faiss.cvar.distance_compute_blas_threshold = BLAS_THRESHOLD
 
 
 def gpu_available() -> bool:

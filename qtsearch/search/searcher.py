@@ -4,11 +4,11 @@
 vector transform when the index has one, and the metadata store once. A search runs in one of
 MODES: `semantic` (vectors: one encoding, one vector search), `lexical` (BM25 over the index's
 BM25 files, qtsearch.search.lexical) or `hybrid` (both legs, fused by qtsearch.search.fusion;
-the lexical leg runs in a thread beside the encoding). Vectors are L2-normalised and ranked by
-inner product, so a semantic score is a cosine similarity (approximate for quantised index
-types); with a model that has a word table the first hits of semantic and hybrid search are
-then re-scored word by word (qtsearch.search.alignment). `where` filters on metadata columns
-(qtsearch.search.filters) with exact results."""
+on a large index the lexical leg runs in a thread beside the encoding). Vectors are
+L2-normalised and ranked by inner product, so a semantic score is a cosine similarity
+(approximate for quantised index types); with a model that has a word table the first hits
+of semantic and hybrid search are then re-scored word by word (qtsearch.search.alignment).
+`where` filters on metadata columns (qtsearch.search.filters) with exact results."""
 
 from __future__ import annotations
 
@@ -56,6 +56,10 @@ log = logging.getLogger("qtsearch")
 QUERY_PRECISION = "fp32"
 #: Sentences shown on either side of a hit by `context()` unless asked otherwise.
 CONTEXT_WINDOW = 2
+#: Rows from which hybrid search runs its lexical leg in a thread beside the encoding; below,
+#: both legs are mostly Python taking turns at the GIL, and the hand-offs cost more than the
+#: overlap saves (docs/speed.md, "The lexical leg beside the encoding").
+LEGS_BESIDE_FROM = 500_000
 NO_LEXICAL = ("has neither BM25 files nor a full-text table, so it answers semantic search "
               "only; rebuild it with `qtsearch build-index` to add lexical and hybrid search")
 
@@ -266,15 +270,15 @@ class Searcher:
 
     def _lexical_legs(self, texts: list[str], fetch: int, flt: Filter,
                       mode: str) -> Callable[[], list[Leg]]:
-        """The lexical leg of every query: in hybrid mode started in the worker thread, to
-        run beside the encoding; in lexical mode here (nothing to overlap with)."""
+        """The lexical leg of every query: in hybrid mode on a large index started in the
+        worker thread, to run beside the encoding (LEGS_BESIDE_FROM); otherwise here."""
         assert self.lexical is not None
         lexical = self.lexical
 
         def run() -> list[Leg]:
             return [dict(lexical.search(t, fetch, flt.clause, flt.params)) for t in texts]
 
-        if mode == "lexical":
+        if mode == "lexical" or self.count < LEGS_BESIDE_FROM:
             legs = run()
             return lambda: legs
         return self._pool.submit(run).result

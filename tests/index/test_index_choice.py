@@ -18,7 +18,7 @@ from qtsearch.index.choose import (
     ivf_lists,
     ivf_query_ms,
 )
-from qtsearch.index.faiss_backend import FaissBackend
+from qtsearch.index.faiss_backend import BLAS_THRESHOLD, OLD_BLAS_THRESHOLD, FaissBackend
 from qtsearch.index.recall import TIE_EXTRA, Truth, recall_at_k
 from qtsearch.indexing.pipeline import IndexConfig, build_index
 
@@ -97,6 +97,15 @@ def test_each_automatic_type_answers_as_exact_search(kind, flat, corpus, tiny_mo
     _, found = index.search(queries, 10)
     # other queries than the build tuned on: a sampling margin below its target
     assert recall_at_k(found, Truth(ids, scores, 10), index.fold) >= TARGET_RECALL - 0.03
+
+
+def test_a_lone_query_scans_without_blas_and_a_batch_with_it():
+    """faiss (from 1.14) scans queries one by one below queries x dimensions = its threshold:
+    one or two queries of the shipped model's 256 dimensions, not four (docs/speed.md)."""
+    threshold = faiss.cvar.distance_compute_blas_threshold
+    if threshold != OLD_BLAS_THRESHOLD:  # an older faiss counts queries: its default suits
+        assert threshold == BLAS_THRESHOLD
+        assert 2 * 256 < threshold <= 4 * 256
 
 
 def test_flat_is_exact(flat):

@@ -16,6 +16,7 @@ from cli_helpers import as_built
 from qtsearch.core.errors import InputError, UnusableIndex, UsageError
 from qtsearch.index import backend as backend_module
 from qtsearch.index.store import MetadataStore
+from qtsearch.search import searcher as searcher_module
 from qtsearch.search.fusion import convex, rrf
 from qtsearch.search.lexical import LexicalSearch, Stems, query_words
 from qtsearch.search.searcher import MODES, Searcher
@@ -100,6 +101,20 @@ def test_hybrid_legs_are_the_legs_own_scores(index):
         if h.id in lexical:
             assert h.legs["lexical"] == pytest.approx(lexical[h.id], rel=1e-9)
         assert h.to_dict()["legs"] == h.legs
+
+
+def test_the_lexical_leg_in_a_thread_or_inline_gives_the_same_hits(index, monkeypatch):
+    queries = ["Mr. Knightley walked in the garden with Emma.", "a letter from Jane Fairfax"]
+    submitted = []
+    submit = index._pool.submit
+    monkeypatch.setattr(index._pool, "submit", lambda fn: submitted.append(fn) or submit(fn))
+    inline = index.search(queries, k=10, mode="hybrid")
+    assert not submitted  # a small index: the leg runs in the caller's thread
+    monkeypatch.setattr(searcher_module, "LEGS_BESIDE_FROM", 0)
+    beside = index.search(queries, k=10, mode="hybrid")
+    assert len(submitted) == 1
+    assert [[(h.id, h.score) for h in r] for r in beside] == \
+        [[(h.id, h.score) for h in r] for r in inline]
 
 
 def test_rrf_fusion_is_available(index, rows):

@@ -62,8 +62,8 @@ def serve(
                                                "with Retry-After past it)."),
     threads: int = typer.Option(Limits.threads, min=1,
                                 help="Requests each worker process works on at once; the "
-                                     "others wait their turn (a few per core: more only "
-                                     "contend)."),
+                                     "others wait their turn (more only contend for "
+                                     "the interpreter)."),
     max_concurrent: int = typer.Option(Limits.max_concurrent, min=1,
                                        help="Requests in progress per worker; beyond, 503 with "
                                             "Retry-After."),

@@ -54,9 +54,10 @@ class Limits:
     max_read_chars: int = 16 << 20
     request_timeout: float = 30.0  # seconds of work for one request; past it, 503
     max_concurrent: int = 64  # requests in progress per worker process; beyond: 503
-    #: requests a worker process works on at once, the others waiting their turn: a few threads
-    #: keep the cores busy, and more only contend for the interpreter (docs/serving.md)
-    threads: int = 4
+    #: requests a worker process works on at once, the others waiting their turn: two keep a
+    #: long request from holding up the rest, more only contend for the interpreter and
+    #: lengthen the tail (docs/serving.md, "Concurrency")
+    threads: int = 2
     header_timeout: float = 10.0  # seconds for a request's head (guards.guarded_protocol)
     body_timeout: float = 30.0  # seconds for a request's body (BodyLimit)
     keep_alive_timeout: float = 5.0  # seconds an idle kept-alive connection stays open
