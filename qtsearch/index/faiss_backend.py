@@ -30,8 +30,8 @@ if TYPE_CHECKING:  # torch: only builds and searches on a GPU import it
 log = logging.getLogger("qtsearch")
 
 #: faiss scans a flat index (an IVF's coarse quantizer too) query by query with SIMD below a
-#: threshold and by BLAS above it. Before faiss 1.14 the threshold counted queries (default
-#: 20), which suits and is kept. Since then it counts queries x dimensions (default 128,000:
+#: threshold and by BLAS above it. Older faiss counted queries (default 20), which suits and is
+#: kept; newer faiss (1.15 here) counts queries x dimensions (default 128,000:
 #: a few hundred queries scanned one by one, many times slower than BLAS on one thread); set
 #: here so that a lone query or two of this project's dimensions keep the SIMD scan, ~2x
 #: quicker than BLAS for them, and batches from a few queries take BLAS (docs/speed.md, "A

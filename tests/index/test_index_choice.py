@@ -100,7 +100,7 @@ def test_each_automatic_type_answers_as_exact_search(kind, flat, corpus, tiny_mo
 
 
 def test_a_lone_query_scans_without_blas_and_a_batch_with_it():
-    """faiss (from 1.14) scans queries one by one below queries x dimensions = its threshold:
+    """A newer faiss scans queries one by one below queries x dimensions = its threshold:
     one or two queries of the shipped model's 256 dimensions, not four (docs/speed.md)."""
     threshold = faiss.cvar.distance_compute_blas_threshold
     if threshold != OLD_BLAS_THRESHOLD:  # an older faiss counts queries: its default suits
