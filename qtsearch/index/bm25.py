@@ -62,6 +62,8 @@ from qtsearch.index.bm25_terms import (
 from qtsearch.text.terms import Analyzer
 
 FOLDER = "bm25"
+#: Term ids an opened index remembers (`term_id`), then forgets all and starts again.
+TERMS_KEPT = 100_000
 FORMAT = 2
 K1 = 1.2
 B = 0.75
@@ -235,6 +237,7 @@ class Bm25Index:
         self.weights = self._array("weights.npy", np.float32, postings)
         self.lengths = self._array("lengths.npy", np.int32, self.count)
         self.analyzer = Analyzer()
+        self._term_ids: dict[str, int | None] = {}  # terms looked up, see term_id
         with open(blob, "rb") as fh:  # an empty file cannot be mapped (a corpus of stop-words)
             self._blob = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) \
                 if blob.stat().st_size else b""
@@ -288,8 +291,17 @@ class Bm25Index:
 
     def term_id(self, term: str) -> int | None:
         """The id of a term, None if no row holds it: a binary search of terms.txt (~20
-        steps at a million terms)."""
-        return find_line(self._blob, self.offsets, term)
+        steps at a million terms), remembered: later queries meet the same terms again, and
+        a hybrid query looks its terms up twice (`LexicalSearch.stop_words_only`, then its
+        search)."""
+        kept = self._term_ids
+        found = kept.get(term, -1)
+        if found == -1:
+            found = find_line(self._blob, self.offsets, term)
+            if len(kept) >= TERMS_KEPT:  # a long-running server meets ever new terms
+                kept.clear()
+            kept[term] = found
+        return found
 
     def ids_of(self, terms: list[str]) -> list[int]:
         """The ids of the terms some row holds (the others are left out)."""

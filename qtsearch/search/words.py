@@ -10,11 +10,14 @@ has vectors for: its queries keep their semantic leg, and a note names the compo
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from qtsearch.core.errors import InputError, UsageError
 from qtsearch.encoders.base import TokenEncoder
 from qtsearch.text.tokenizer import tokenize
+
+if TYPE_CHECKING:
+    from qtsearch.encoders.open_vocab import OpenVocab
 
 #: A query is "mostly unknown" when more than this share of its words is unknown.
 UNKNOWN_SHARE = 0.5
@@ -43,7 +46,9 @@ def vocabulary(encoder: object) -> list[str]:
 def composed_words(encoder: object, text: str) -> list[str]:
     """The words of `text` outside the model's table that it composes from word pieces (a
     mean model with an open vocabulary, qtsearch.encoders.pieces; none for any other)."""
-    open_vocab = encoder.open_vocab if isinstance(encoder, TokenEncoder) else None
+    # not isinstance(encoder, TokenEncoder): a runtime Protocol check walks the protocol's
+    # members at every call on Python 3.11, a noticeable part of a query's notes
+    open_vocab: OpenVocab | None = getattr(encoder, "open_vocab", None)
     if open_vocab is None:
         return []
     return [t for t in tokenize(text)

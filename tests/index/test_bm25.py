@@ -104,6 +104,25 @@ def test_files_rank_as_bm25_by_its_definition(scifact, tmp_path):
         assert_same_ranking(got, ref.top(analyzer.terms(q), 10, set(allowed.tolist())))
 
 
+def test_term_ids_are_remembered_and_forgotten_past_the_bound(scifact, tmp_path, monkeypatch):
+    texts, _ = scifact
+    bm25.build(tmp_path, enumerate(texts[:300]))
+    index = bm25.Bm25Index.open(tmp_path)
+    terms = index.terms
+    searched = []
+    find = bm25.find_line
+    monkeypatch.setattr(bm25, "find_line", lambda *a: searched.append(a[-1]) or find(*a))
+    monkeypatch.setattr(bm25, "TERMS_KEPT", 50)
+    asked = [*terms[:40], "zzzunknownword"]
+    want = [*range(40), None]
+    assert [index.term_id(t) for t in asked] == want and searched == asked
+    assert [index.term_id(t) for t in asked] == want and searched == asked  # remembered
+    later = terms[40:100]
+    assert [index.term_id(t) for t in later] == list(range(40, 100))
+    assert len(index._term_ids) <= 50  # forgotten all at the bound, then filled again
+    assert [index.term_id(t) for t in asked] == want
+
+
 def test_appending_gives_the_files_of_one_build(scifact, tmp_path):
     texts, queries = scifact
     whole, parts = tmp_path / "whole", tmp_path / "parts"
