@@ -7,6 +7,11 @@ Exit codes (documented in docs/errors.md): 1 unexpected failure, 2 bad option or
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import threading
+
 
 class QTSearchError(Exception):
     """Base class: a failure explained in one line, never a traceback."""
@@ -55,3 +60,9 @@ class Interrupted(QTSearchError):
 class Stopped(Exception):
     """Work running beside other work was asked to stop: that work failed or was interrupted
     (qtsearch.indexing.state.stage_beside). Never shown: the other work's error is."""
+
+    @staticmethod
+    def check(stop: threading.Event | None) -> None:
+        """Raise Stopped once `stop` is set (None: never)."""
+        if stop is not None and stop.is_set():
+            raise Stopped

@@ -111,8 +111,7 @@ def analysed_store(db: Path, first_row: int, count: int, workers: int) -> Iterat
 def stoppable(parts: Iterable[ChunkTerms], stop: threading.Event | None) -> Iterator[ChunkTerms]:
     """`parts`, raising Stopped before the next one once `stop` is set."""
     for part in parts:
-        if stop is not None and stop.is_set():
-            raise Stopped
+        Stopped.check(stop)
         yield part
 
 

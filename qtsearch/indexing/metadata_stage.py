@@ -25,18 +25,12 @@ def write_metadata(partial: Path, shards: Path, count: int, shard_count: int,
         stale.unlink(missing_ok=True)
     with reporter.stage("metadata", count, "rows") as advance, MetadataStore.create(db) as store:
         for i in range(shard_count):
-            _check(stop)
+            Stopped.check(stop)
             advance(store.insert_many(shard_files.read_rows(shard_files.rows_path(shards, i))))
         if store.count() != count:
             raise UnusableIndex(f"{db}: holds {store.count():,} rows, expected {count:,}")
         store.checkpoint()
         bm25.write_for(partial, db, stop=stop)
         if parquet:
-            _check(stop)
+            Stopped.check(stop)
             store.to_parquet(partial / PARQUET_FILE)
-
-
-def _check(stop: threading.Event) -> None:
-    if stop.is_set():
-        raise Stopped
-

@@ -56,8 +56,8 @@ def stage_beside(run: Callable[[threading.Event], None], beside: bool
     """Run `run(stop)` in a thread beside the block where `beside`, else after it. The block
     gets `check()`, which raises the thread's error once it has failed. Where the block fails
     (Ctrl-C included), `stop` is set (`run` checks it between its steps and raises
-    qtsearch.core.errors.Stopped),
-    the thread awaited and its own outcome dropped: the block's error is the one to tell."""
+    qtsearch.core.errors.Stopped), the thread awaited and its own outcome dropped: the
+    block's error is the one to tell."""
     stop = threading.Event()
     if not beside:
         yield lambda: None
