@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import mmap
 import os
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from qtsearch.core.disk import writing
 
+if TYPE_CHECKING:  # numpy is imported by `mapped_tensors` alone: the CLI reads configs without it
+    import numpy as np
+
 T = TypeVar("T")
+#: safetensors' dtype names that numpy holds as they are (no bf16 in numpy)
+_DTYPES = {"F16": "float16", "F32": "float32", "F64": "float64", "I8": "int8", "U8": "uint8",
+           "I32": "int32", "I64": "int64"}
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -47,6 +54,43 @@ def save_tensors(tensors: dict[str, Any], path: Path, meta: dict[str, str] | Non
         save_file(tensors, str(tmp), meta)
     with_umask(tmp)
     os.replace(tmp, path)
+
+
+def mapped_tensors(path: str | os.PathLike, whole: bool = False
+                   ) -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    """(metadata, tensors) of a safetensors file, the tensors read-only views of the file
+    mapped into memory: nothing is copied, and a page is read when first touched (the
+    safetensors library copies each tensor it reads: a one-shot query paid for copying a
+    model's whole word table to read a few rows of it). `whole`: every page mapped at once,
+    for a caller about to read them all (one call, not a page fault a page). Files are
+    written whole and renamed (`save_tensors`), so a mapping never sees one change.
+    ValueError for a file that is not safetensors, or holds a dtype numpy lacks; OSError
+    where it cannot be read."""
+    import numpy as np
+
+    with open(path, "rb") as fh:
+        if whole and hasattr(mmap, "MAP_POPULATE"):
+            data = mmap.mmap(fh.fileno(), 0, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE,
+                             prot=mmap.PROT_READ)
+        else:
+            data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    if not isinstance(header, dict):
+        raise ValueError("no safetensors header")
+    meta = header.pop("__metadata__", None) or {}
+    tensors = {}
+    for name, info in header.items():
+        if info.get("dtype") not in _DTYPES:
+            raise ValueError(f"tensor {name}: dtype {info.get('dtype')!r} is not supported")
+        dtype = np.dtype(_DTYPES[info["dtype"]])
+        begin, end = (8 + size + int(o) for o in info["data_offsets"])
+        shape = tuple(int(n) for n in info["shape"])
+        count = int(np.prod(shape, dtype=np.int64))
+        if begin < 8 + size or end - begin != count * dtype.itemsize or end > len(data):
+            raise ValueError(f"tensor {name} does not fit its bytes")
+        tensors[name] = np.frombuffer(data, dtype, count, begin).reshape(shape)
+    return meta, tensors
 
 
 def save_config(config: Any, path: Path) -> None:

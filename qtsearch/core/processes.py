@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported when a pool starts: multiprocessing costs a query's start ~10 ms
+    from concurrent.futures import ProcessPoolExecutor
 
 
 @contextmanager
@@ -17,6 +19,7 @@ def worker_pool(workers: int, initializer: Callable[..., None] | None = None,
                 initargs: tuple[Any, ...] = ()) -> Iterator[ProcessPoolExecutor]:
     """`workers` processes, each running `initializer(*initargs)` first."""
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_start,

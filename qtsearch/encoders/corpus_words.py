@@ -27,7 +27,6 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-import mmap
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -35,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from qtsearch.core.config import save_tensors
+from qtsearch.core.config import mapped_tensors, save_tensors
 from qtsearch.core.errors import UnusableIndex
 from qtsearch.core.sorted_lines import find_line, line_blob
 from qtsearch.encoders.base import TokenEncoder, flat_ids
@@ -48,7 +47,6 @@ CORPUS_WORDS = "corpus_words.safetensors"
 FORMAT = "qtsearch-corpus-words"
 #: The header's `layout` of files whose words are sorted lines (older files have none).
 SORTED = "sorted"
-_DTYPES = {"F16": np.float16, "F32": np.float32, "I64": np.int64, "U8": np.uint8}
 #: How far a word moves towards its passages, in units of its composed row's length: of 0.5-64
 #: the best on SciFact train and NFCorpus dev together (docs/open-vocabulary.md). A long move
 #: also weighs the word more in its text's mean, as a rare word should be.
@@ -178,33 +176,13 @@ def save_corpus_words(folder: str | os.PathLike, words: list[str], rows: np.ndar
     return path
 
 
-def _mapped(path: Path) -> tuple[dict[str, str], dict[str, np.ndarray]]:
-    """(metadata, tensors) of a safetensors file, the tensors read-only views of the mapped
-    file (the safetensors library copies each tensor it reads)."""
-    with open(path, "rb") as fh:
-        data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    size = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8:8 + size])
-    meta = header.pop("__metadata__", None) or {}
-    tensors = {}
-    for name, info in header.items():
-        dtype = np.dtype(_DTYPES[info["dtype"]])
-        begin, end = (8 + size + int(o) for o in info["data_offsets"])
-        shape = tuple(int(n) for n in info["shape"])
-        count = int(np.prod(shape, dtype=np.int64))
-        if end - begin != count * dtype.itemsize or end > len(data):
-            raise ValueError(f"tensor {name} does not fit its bytes")
-        tensors[name] = np.frombuffer(data, dtype, count, begin).reshape(shape)
-    return meta, tensors
-
-
 class CorpusWords:
     """An index's corpus words as stored: `row(word)` reads one word's row (float32), None
     for a word that has none; the rows stay in the mapped file until asked for."""
 
     def __init__(self, path: Path):
         try:
-            meta, tensors = _mapped(path)
+            meta, tensors = mapped_tensors(path)
             self.rows = tensors["rows"]
             if meta.get("layout") == SORTED:
                 self._blob, self._offsets = tensors["words"], tensors["offsets"]

@@ -18,7 +18,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qtsearch.core.config import write_text_atomic
+from qtsearch.core.config import mapped_tensors, write_text_atomic
 from qtsearch.core.errors import ModelError, OutputError
 from qtsearch.core.paths import cache_dir
 from qtsearch.text.vocab import Vocab
@@ -185,25 +185,22 @@ def read_tensors(folder: os.PathLike, names: Sequence[str],
                  keep_half: Collection[str] = ()) -> list[np.ndarray]:
     """The named tensors as float32 (stored fp16 or fp32), read alone from the safetensors
     file (a mean model's word table: `TABLE`); those named in `keep_half` come back as stored
-    when stored fp16 (half the memory of a float32 copy, for a caller that converts only the
-    rows it reads: a query reads a few)."""
+    when stored fp16: read-only views of the mapped file (qtsearch.core.config.mapped_tensors),
+    for a caller that converts only the rows it reads (a query reads a few)."""
     import numpy as np
-    from safetensors import SafetensorError, safe_open
 
     weights = weights_path(folder)
     try:
-        with safe_open(str(weights), framework="np") as fh:
-            stored = set(fh.keys())
-            missing = [n for n in names if n not in stored]
-            if missing:
-                raise ModelError(f"{weights}: no {missing[0]} tensor (not a mean-of-words model "
-                                 "as its config describes)")
-            tensors = [fh.get_tensor(n) for n in names]
-    except (SafetensorError, OSError, ValueError) as e:
+        _, stored = mapped_tensors(weights, whole=True)  # the check below reads every value
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ModelError(f"{weights}: not a valid safetensors file ({e})") from e
-    out = [np.ascontiguousarray(t) if n in keep_half and t.dtype == np.float16
-           else np.ascontiguousarray(t, dtype=np.float32) for n, t in zip(names, tensors,
-                                                                          strict=True)]
+    missing = [n for n in names if n not in stored]
+    if missing:
+        raise ModelError(f"{weights}: no {missing[0]} tensor (not a mean-of-words model "
+                         "as its config describes)")
+    # the rest copied, writable, as the safetensors library gives them
+    out = [stored[n] if n in keep_half and stored[n].dtype == np.float16
+           else np.array(stored[n], dtype=np.float32) for n in names]
     for name, t in zip(names, out, strict=True):
         if not _finite(t):  # every vector built from it would be NaN: no hit at all
             raise ModelError(f"{weights}: {name} holds values that are not finite numbers "

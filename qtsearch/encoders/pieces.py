@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from qtsearch.core.config import save_tensors
+from qtsearch.core.config import mapped_tensors, save_tensors
 from qtsearch.core.errors import ModelError
 from qtsearch.encoders.files import PIECES
 from qtsearch.text.vocab import Vocab
@@ -216,7 +216,7 @@ class Pieces:
 
     def __init__(self, pieces: list[str], rows: np.ndarray, codes: np.ndarray,
                  scales: np.ndarray):
-        self.index = {p: i for i, p in enumerate(pieces)}
+        self.index = dict(zip(pieces, range(len(pieces))))
         #: piece id -> row of `codes` (-1: a piece no known word has)
         self.row_of = np.full(len(pieces), -1, dtype=np.int64)
         self.row_of[rows] = np.arange(len(rows))
@@ -235,17 +235,13 @@ class Pieces:
         path = pieces_path(folder)
         if not path.is_file():
             return None
-        from safetensors import SafetensorError, safe_open
-
         try:
-            with safe_open(str(path), framework="np") as fh:
-                meta = fh.metadata() or {}
-                rows, vectors = fh.get_tensor(ROWS), fh.get_tensor(VECTORS)
-                scales = fh.get_tensor(SCALES)
+            meta, tensors = mapped_tensors(path)  # read-only views: a word reads its rows
             if meta.get("format") != FORMAT or meta.get("kind") != "wordpiece":
                 raise ModelError(f"{path}: not a qtsearch pieces table")
+            rows, vectors, scales = tensors[ROWS], tensors[VECTORS], tensors[SCALES]
             pieces = json.loads(meta["pieces"])
-        except (SafetensorError, OSError, ValueError, KeyError) as e:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise ModelError(f"{path}: not a valid pieces table ({e})") from e
         if vectors.ndim != 2 or rows.shape != (vectors.shape[0],) or scales.shape != rows.shape or (
                 len(rows) and (rows.min() < 0 or rows.max() >= len(pieces))):
@@ -268,7 +264,9 @@ class Pieces:
         rows, word_of = rows[fitted], word_of[fitted]
         counts = np.bincount(word_of, minlength=len(words))
         out: list[np.ndarray | None] = [None] * len(words)
-        for count in np.unique(counts[counts > 0]).tolist():
+        # the distinct counts, ascending (np.unique would import numpy.ma, which a query's
+        # start otherwise never loads: docs/speed.md, "A one-shot query")
+        for count in (np.flatnonzero(np.bincount(counts)[1:]) + 1).tolist():
             group = np.flatnonzero(counts == count)
             picked = rows[counts[word_of] == count]  # the group's rows, word after word
             vectors = (self.codes[picked].astype(np.float32) * self.scales[picked, None])
@@ -303,12 +301,9 @@ class LazyPieces:
         path = pieces_path(folder)
         if not path.is_file():
             return None
-        from safetensors import SafetensorError, safe_open
-
         try:
-            with safe_open(str(path), framework="np") as fh:
-                shape = fh.get_slice(VECTORS).get_shape()
-        except (SafetensorError, OSError, ValueError) as e:
+            shape = mapped_tensors(path)[1][VECTORS].shape
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise ModelError(f"{path}: not a valid pieces table ({e})") from e
         if len(shape) != 2:
             raise ModelError(f"{path}: rows and vectors of the pieces table disagree")

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from qtsearch.core.config import save_tensors, write_json_atomic
+from qtsearch.core.config import mapped_tensors, save_tensors, write_json_atomic
 from qtsearch.core.errors import UnusableIndex, UsageError
 from qtsearch.index.choose import PARTITIONED, SQ8_MAX, WHITEN
 
@@ -167,10 +167,8 @@ class VectorTransform:
         if not path.is_file() and not meta.is_file():
             return None
         try:
-            from safetensors.numpy import load_file
-
             info = json.loads(meta.read_text(encoding="utf-8"))
-            arrays = load_file(str(path))
+            arrays = mapped_tensors(path)[1]
             t = cls(info["kind"], arrays["mean"], arrays["matrix"], int(info["fitted_on"]))
         except Exception as e:  # missing half, bad JSON, bad tensors: the index is damaged
             raise UnusableIndex(f"{folder}: unreadable vector transform ({e}); rebuild the "

@@ -119,19 +119,24 @@ class LexicalSearch:
     """BM25 search of one index: its BM25 files beside the store where the index has them,
     else the store's full-text table (with the word counts it has looked up)."""
 
-    def __init__(self, store: MetadataStore, budget: int = ROW_BUDGET):
+    def __init__(self, store: MetadataStore, budget: int = ROW_BUDGET,
+                 rows: int | None = None):
+        """`rows`: the store's count of rows where the caller has just counted them (a count
+        of a million rows is a scan of the table)."""
         self.store = store
         self.budget = budget
         #: the store's FTS5 table: an index built before the BM25 files has one
         self.fts = store.has_fts()
         # the index folder's BM25 files; None for an index built before them (FTS5 only)
         self.bm25 = Bm25Index.open(Path(store.path).parent)
-        if self.bm25 is not None and self.bm25.count != store.count():
+        if self.bm25 is not None and rows is None:
+            rows = store.count()
+        if self.bm25 is not None and self.bm25.count != rows:
             # rows added by a qtsearch that did not know the files: they would miss them
             instead = "the full-text table instead" if self.fts else "by meaning alone"
             log.warning("%s: its BM25 files cover %d of %d rows; searching %s (rebuild the "
-                        "index to get exact BM25 back)", store.path, self.bm25.count,
-                        store.count(), instead)
+                        "index to get exact BM25 back)", store.path, self.bm25.count, rows,
+                        instead)
             self.bm25 = None
         self._rows: dict[str, int] = {}
         self._learned: dict[str, int] = {}  # every term of the index, once learn_counts ran
@@ -144,11 +149,11 @@ class LexicalSearch:
         return Stems()
 
     @classmethod
-    def open(cls, db: Path) -> LexicalSearch | None:
-        """The lexical leg of the index whose metadata store is `db`, through a connection of
-        its own (the leg runs in another thread); None when the index has neither BM25 files
-        covering its rows nor a full-text table."""
-        lexical = cls(MetadataStore.open(db, readonly=True))
+    def open(cls, db: Path, rows: int | None = None) -> LexicalSearch | None:
+        """The lexical leg of the index whose metadata store is `db` (of `rows` rows, where
+        known), through a connection of its own (the leg runs in another thread); None when
+        the index has neither BM25 files covering its rows nor a full-text table."""
+        lexical = cls(MetadataStore.open(db, readonly=True), rows=rows)
         if lexical.bm25 is None and not lexical.fts:
             lexical.store.close()
             return None

@@ -63,7 +63,7 @@ def open_parts(folder: Path, manifest: Manifest, encoder: FolderEncoder, device:
         store.close()
         raise UnusableIndex(f"{folder}: the vector index holds {backend.ntotal:,} vectors "
                             f"but the metadata {rows:,} rows; rebuild the index")
-    return backend, store, transform, LexicalSearch.open(folder / META_FILE)
+    return backend, store, transform, LexicalSearch.open(folder / META_FILE, rows)
 
 
 def check_dims(folder: Path, manifest: Manifest, encoder: FolderEncoder,

@@ -33,9 +33,10 @@ print(json.dumps(sorted(m for m in json.loads(sys.argv[2]) if m in sys.modules))
 """
 
 
-def heavy_imports(argvs: list[list[str]]) -> list[str]:
-    """The HEAVY libraries loaded by running these command lines in one fresh interpreter."""
-    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argvs), json.dumps(HEAVY)],
+def heavy_imports(argvs: list[list[str]], watched: tuple[str, ...] = HEAVY) -> list[str]:
+    """The `watched` modules (the HEAVY libraries) loaded by running these command lines in one
+    fresh interpreter."""
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argvs), json.dumps(watched)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stderr.strip().splitlines()[-1])
@@ -100,6 +101,19 @@ def test_a_one_shot_search_with_the_mean_model_never_imports_torch(emma_index: P
     loaded = heavy_imports([argv])
     assert "torch" not in loaded and "numba" not in loaded and "pyarrow" not in loaded
     assert {"faiss", "numpy"} <= set(loaded)  # the probe sees what a search does load
+
+
+def test_a_one_shot_search_loads_neither_a_process_pool_nor_masked_arrays(
+        emma_index: Path) -> None:
+    """multiprocessing (a build's worker processes), numpy.ma (which np.unique imports to ask
+    whether its input is masked) and the safetensors library (the model's files are mapped,
+    not read by it) serve a query nothing and cost its start; the query's made-up word is
+    composed from word pieces, which reads the pieces table."""
+    watched = ("multiprocessing", "concurrent.futures.process", "numpy.ma", "safetensors",
+               "qtsearch.encoders.pieces")
+    argv = ["search", str(emma_index), "Mr. Knightley spoke of the zorblaxian frigate.",
+            "--json"]
+    assert heavy_imports([argv], watched) == ["qtsearch.encoders.pieces"]
 
 
 def test_a_cpu_build_with_the_mean_model_never_imports_torch(emma_lines: Path,
