@@ -88,6 +88,7 @@ def test_a_query_converts_only_its_rows_and_a_build_the_whole_table_once() -> No
 
     enc = MeanEncoder()
     assert enc.rows.dtype == np.float16 and enc.open_vocab is not None
+    assert not enc.rows.flags.writeable and not enc.rows.flags.owndata  # the mapped file's
     whole = np.ascontiguousarray(enc.rows, dtype=np.float32)  # what the table was converted to
     known = ["It rained hard all morning.", "a dog runs"]
     ids = [enc.token_ids(s) for s in known]
