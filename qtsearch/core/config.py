@@ -60,8 +60,8 @@ def mapped_tensors(path: str | os.PathLike, whole: bool = False
                    ) -> tuple[dict[str, str], dict[str, np.ndarray]]:
     """(metadata, tensors) of a safetensors file, the tensors read-only views of the file
     mapped into memory: nothing is copied, and a page is read when first touched (the
-    safetensors library copies each tensor it reads: a one-shot query paid for copying a
-    model's whole word table to read a few rows of it). `whole`: every page mapped at once,
+    safetensors library copies each tensor it reads: all of a model's word table, where a
+    query reads a few of its rows). `whole`: every page mapped at once,
     for a caller about to read them all (one call, not a page fault a page). Files are
     written whole and renamed (`save_tensors`), so a mapping never sees one change.
     ValueError for a file that is not safetensors, or holds a dtype numpy lacks; OSError

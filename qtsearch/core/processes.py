@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # imported when a pool starts: multiprocessing costs a query's start ~10 ms
+if TYPE_CHECKING:  # imported when a pool starts: a query never starts one, and its import
+    # (multiprocessing) was a noticeable part of a one-shot query's start (docs/speed.md)
     from concurrent.futures import ProcessPoolExecutor
 
 

@@ -50,7 +50,10 @@ def scrub(text: str) -> str:
 def tokenize(text: str) -> list[str]:
     if not text:
         return []
-    data = scrub(text).encode("utf-8")
+    try:  # a text with no lone surrogate, nearly every one, encodes as it is: no scan first
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = scrub(text).encode("utf-8")
     buffer = _buffer(len(data) * 3 + 1)  # the bound BlingFire's own wrapper allocates
     written = _LIB.TextToWords(data, len(data), buffer, len(buffer))  # bytes, with a NUL
     if written < 1 or written > len(buffer):  # an error: no words, as the wrapper does

@@ -117,6 +117,15 @@ def test_tokenizer_splits_punctuation_and_keeps_case() -> None:
     assert tokenize("") == []
 
 
+def test_a_lone_surrogate_is_tokenised_as_the_replacement_character() -> None:
+    """Undecodable bytes of argv or stdin arrive as lone surrogates (surrogateescape), which
+    UTF-8 cannot encode: they are read as U+FFFD, wherever they stand."""
+    for text in ("Emma \udcff was happy", "\ud800", "caf\udce9 au lait \udfff!"):
+        assert tokenize(text) == tokenize(text.translate({c: 0xFFFD for c in
+                                                           range(0xD800, 0xE000)}))
+    assert tokenize("Emma \udcff was happy") == ["Emma", "\ufffd", "was", "happy"]
+
+
 def test_tokenizer_gives_blingfires_own_words_on_real_text(shared_data: Path) -> None:
     """Our reused-buffer call of BlingFire's C function against its Python wrapper: real
     Yelp reviews and Gutenberg prose (accents, dashes, curly quotes), from any thread, and a
