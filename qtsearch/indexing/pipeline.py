@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import re
 import shutil
 import threading
 import time
@@ -81,7 +80,7 @@ from qtsearch.text.reader import list_files, read_sentences
 #: in lower case) gets a warning. A line without a full stop alone is no sign: SICK and
 #: caption files hold one sentence a line with none. Hard-wrapped books run on in far more
 #: than this share of lines, one-sentence-a-line corpora in almost none.
-SENTENCE_END = re.compile(r"""[.!?…:;"'”’»)\]]\s*$""")
+SENTENCE_ENDS = frozenset(""".!?…:;"'”’»)]""")
 WRAPPED_SHARE = 0.25
 WRAPPED_MIN_LINES = 50
 #: Seed of the sample the vector transform is fitted on (the index trains on seed 0).
@@ -168,23 +167,24 @@ class Builder:
         current = None
         open_ends = 0  # lines that run on into the next one (one-a-line input only)
         run_on = False  # the previous line did not end like a sentence
-        with self.reporter.stage("read", sum(sizes.values()) / 1e6, "MB") as advance:
+        with self.reporter.stage("read", sum(sizes.values()) / 1e6, "MB") as advance, \
+                shard_files.rows_behind(self.shards) as write:
             for s in read_sentences([str(f) for f in files], options=c.read_options()):
                 if not c.split_sentences and s.title is None:  # WikiExtractor is split
                     open_ends += run_on and s.text[:1].islower()
-                    run_on = not SENTENCE_END.search(s.text)
+                    run_on = s.text.rstrip()[-1:] not in SENTENCE_ENDS
                 if s.source != current:
                     if current is not None:
                         advance(sizes.get(current, 0) / 1e6)
                     current = s.source
                 buf.append(s)
                 if len(buf) == c.shard_size:
-                    shard_files.write_rows(shard_files.rows_path(self.shards, shard), buf, n)
+                    write(shard, buf, n)
                     n += len(buf)
                     shard += 1
                     buf = []
             if buf:
-                shard_files.write_rows(shard_files.rows_path(self.shards, shard), buf, n)
+                write(shard, buf, n)
                 n += len(buf)
                 shard += 1
             advance(sizes.get(current or "", 0) / 1e6)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,26 @@ def write_rows(path: Path, rows: list[Sentence], first_id: int) -> None:
     with writing(path, tmp):
         pq.write_table(table, tmp)
     os.replace(tmp, path)
+
+
+@contextmanager
+def rows_behind(shards: Path) -> Iterator[Callable[[int, list[Sentence], int], None]]:
+    """`write(shard, rows, first_id)`: `write_rows` of the shard, done by a thread behind the
+    caller (Parquet's encoding and writing release the GIL, so reading the next shard goes on
+    meanwhile), one shard at a time: a write waits for the one before, whose failure (a full
+    disk) it raises; leaving the block waits for the last one and raises its failure."""
+    with ThreadPoolExecutor(1) as pool:
+        pending: Future[None] | None = None
+
+        def write(shard: int, rows: list[Sentence], first_id: int) -> None:
+            nonlocal pending
+            if pending is not None:
+                pending.result()
+            pending = pool.submit(write_rows, rows_path(shards, shard), rows, first_id)
+
+        yield write
+        if pending is not None:
+            pending.result()
 
 
 def read_rows(path: Path) -> Iterator[tuple[Any, ...]]:
