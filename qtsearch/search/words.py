@@ -61,8 +61,10 @@ def composed_note(encoder: object, text: str, mode: str) -> str | None:
     one), so a reader knows why a semantic hit may miss. None in lexical mode, which reads
     words as typed."""
     composed = composed_words(encoder, text) if mode != "lexical" else []
+    if not composed:  # nearly every query: its words need not be counted
+        return None
     words = [t for t in tokenize(text) if any(c.isalnum() for c in t)]
-    if not composed or len(composed) < COMPOSED_SHARE * len(words):
+    if len(composed) < COMPOSED_SHARE * len(words):
         return None
     shown = ", ".join(composed[:5]) + (", …" if len(composed) > 5 else "")
     are, their = ("is", "its vector is") if len(composed) == 1 else ("are", "their vectors are")
@@ -82,8 +84,10 @@ def query_text(sentence: str) -> str:
 
 def note_for(text: str, unknown: list[str], mode: str) -> str | None:
     """The warning for a query most of whose words are unknown, or None."""
+    if not unknown:
+        return None
     words = [t for t in tokenize(text) if any(c.isalnum() for c in t)]
-    if not unknown or len(unknown) <= UNKNOWN_SHARE * len(words):
+    if len(unknown) <= UNKNOWN_SHARE * len(words):
         return None
     shown = ", ".join(unknown[:5]) + (", …" if len(unknown) > 5 else "")
     what = ("searched by its words only (lexical)" if mode == "hybrid"
