@@ -64,8 +64,9 @@ def mapped_tensors(path: str | os.PathLike, whole: bool = False
     query reads a few of its rows). `whole`: every page mapped at once,
     for a caller about to read them all (one call, not a page fault a page). Files are
     written whole and renamed (`save_tensors`), so a mapping never sees one change.
-    ValueError for a file that is not safetensors, or holds a dtype numpy lacks; OSError
-    where it cannot be read."""
+    ValueError for a file that is not safetensors (its header, metadata or a tensor's entry
+    malformed, a tensor outside the file), or holds a dtype numpy lacks; OSError where it
+    cannot be read. The metadata is str -> str, as the safetensors library checks it."""
     import numpy as np
 
     with open(path, "rb") as fh:
@@ -79,13 +80,20 @@ def mapped_tensors(path: str | os.PathLike, whole: bool = False
     if not isinstance(header, dict):
         raise ValueError("no safetensors header")
     meta = header.pop("__metadata__", None) or {}
+    if not isinstance(meta, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
+        raise ValueError("its metadata is not a map of strings")
     tensors = {}
     for name, info in header.items():
-        if info.get("dtype") not in _DTYPES:
-            raise ValueError(f"tensor {name}: dtype {info.get('dtype')!r} is not supported")
-        dtype = np.dtype(_DTYPES[info["dtype"]])
-        begin, end = (8 + size + int(o) for o in info["data_offsets"])
-        shape = tuple(int(n) for n in info["shape"])
+        try:
+            kind = info["dtype"]
+            begin, end = (8 + size + int(o) for o in info["data_offsets"])
+            shape = tuple(int(n) for n in info["shape"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"tensor {name}: a malformed entry ({e!r})") from e
+        if kind not in _DTYPES:
+            raise ValueError(f"tensor {name}: dtype {kind!r} is not supported")
+        dtype = np.dtype(_DTYPES[kind])
         count = int(np.prod(shape, dtype=np.int64))
         if begin < 8 + size or end - begin != count * dtype.itemsize or end > len(data):
             raise ValueError(f"tensor {name} does not fit its bytes")

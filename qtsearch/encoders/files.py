@@ -192,7 +192,7 @@ def read_tensors(folder: os.PathLike, names: Sequence[str],
     weights = weights_path(folder)
     try:
         _, stored = mapped_tensors(weights, whole=True)  # the check below reads every value
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+    except (OSError, ValueError) as e:
         raise ModelError(f"{weights}: not a valid safetensors file ({e})") from e
     missing = [n for n in names if n not in stored]
     if missing:

@@ -241,7 +241,7 @@ class Pieces:
                 raise ModelError(f"{path}: not a qtsearch pieces table")
             rows, vectors, scales = tensors[ROWS], tensors[VECTORS], tensors[SCALES]
             pieces = json.loads(meta["pieces"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        except (OSError, ValueError, KeyError) as e:
             raise ModelError(f"{path}: not a valid pieces table ({e})") from e
         if vectors.ndim != 2 or rows.shape != (vectors.shape[0],) or scales.shape != rows.shape or (
                 len(rows) and (rows.min() < 0 or rows.max() >= len(pieces))):
@@ -303,7 +303,7 @@ class LazyPieces:
             return None
         try:
             shape = mapped_tensors(path)[1][VECTORS].shape
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        except (OSError, ValueError, KeyError) as e:
             raise ModelError(f"{path}: not a valid pieces table ({e})") from e
         if len(shape) != 2:
             raise ModelError(f"{path}: rows and vectors of the pieces table disagree")

@@ -55,3 +55,10 @@ def test_a_damaged_file_is_a_value_error(tmp_path: Path) -> None:
     (tmp_path / "bf16").write_bytes(data[:8] + header + data[8 + size :])
     with pytest.raises(ValueError, match="dtype 'BF16' is not supported"):
         mapped_tensors(tmp_path / "bf16")
+    for name, text, says in (
+            ("entry", b'{"t": 3}', "tensor t: a malformed entry"),
+            ("offsets", b'{"t": {"dtype": "U8", "shape": [1]}}', "tensor t: a malformed entry"),
+            ("meta", b'{"__metadata__": {"format": 2}}', "not a map of strings")):
+        (tmp_path / name).write_bytes(len(text).to_bytes(8, "little") + text)
+        with pytest.raises(ValueError, match=says):
+            mapped_tensors(tmp_path / name)
