@@ -15,8 +15,8 @@ benchmarks/everyday/queries.tsv), each asked --rounds times after one warm-up ro
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -24,15 +24,15 @@ import qtsearch
 from qtsearch.search import searcher
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from query_latency import query_file  # noqa: E402
 
 
 def read_queries(path: Path | None) -> list[str]:
     if path is None:
         rows = (HERE / "everyday" / "queries.tsv").read_text().splitlines()
         return [r.split("\t")[0] for r in rows if r and not r.startswith("#")]
-    text = path.read_text(encoding="utf-8")
-    queries = json.loads(text) if text.lstrip().startswith("[") else text.splitlines()
-    return [q for q in queries if q.strip()]
+    return query_file(path)
 
 
 def main() -> None:

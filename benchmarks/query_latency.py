@@ -130,6 +130,13 @@ def write_corpus(path: Path, n: int, n_queries: int) -> list[str]:
     return queries
 
 
+def query_file(path: Path) -> list[str]:
+    """The queries of a file: a JSON list, or one query a line (blank ones left out)."""
+    text = path.read_text(encoding="utf-8")
+    queries = json.loads(text) if text.lstrip().startswith("[") else text.splitlines()
+    return [q for q in queries if q.strip()]
+
+
 def queries_after(flat: Path, n_queries: int) -> list[str]:
     """Held-out queries for an existing index of the first N book sentences; checks that its
     last sentence is sentence N of the books (else the queries could be indexed sentences)."""

@@ -47,13 +47,9 @@ def log(msg: str) -> None:
 
 
 def read_queries(path: Path | None, index: Path, n: int) -> list[str]:
-    if path is None:
-        from query_latency import queries_after
+    from query_latency import queries_after, query_file
 
-        return queries_after(index, n)
-    text = path.read_text(encoding="utf-8")
-    queries = json.loads(text) if text.lstrip().startswith("[") else text.splitlines()
-    return [q for q in queries if q.strip()][:n]
+    return queries_after(index, n) if path is None else query_file(path)[:n]
 
 
 def free_port() -> int:
