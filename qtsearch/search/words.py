@@ -30,9 +30,14 @@ class KnowsWords(Protocol):
     def known_words(self, text: str) -> int: ...
 
 
+def words_of(text: str) -> list[str]:
+    """The words of `text`: its tokens with a letter or digit (punctuation is no word)."""
+    return [t for t in tokenize(text) if any(c.isalnum() for c in t)]
+
+
 def unknown_words(encoder: KnowsWords, text: str) -> list[str]:
-    """The words of `text` (tokens with a letter or digit) that `encoder` does not know."""
-    words = [t for t in tokenize(text) if any(c.isalnum() for c in t)]
+    """The words of `text` (`words_of`) that `encoder` does not know."""
+    words = words_of(text)
     if encoder.known_words(" ".join(words)) >= len(words):  # the common case: one call
         return []
     return [w for w in words if encoder.known_words(w) == 0]
@@ -51,8 +56,7 @@ def composed_words(encoder: object, text: str) -> list[str]:
     open_vocab: OpenVocab | None = getattr(encoder, "open_vocab", None)
     if open_vocab is None:
         return []
-    return [t for t in tokenize(text)
-            if any(c.isalnum() for c in t) and open_vocab.is_composed(t)]
+    return [t for t in words_of(text) if open_vocab.is_composed(t)]
 
 
 def composed_note(encoder: object, text: str, mode: str) -> str | None:
@@ -63,7 +67,7 @@ def composed_note(encoder: object, text: str, mode: str) -> str | None:
     composed = composed_words(encoder, text) if mode != "lexical" else []
     if not composed:  # nearly every query: its words need not be counted
         return None
-    words = [t for t in tokenize(text) if any(c.isalnum() for c in t)]
+    words = words_of(text)
     if len(composed) < COMPOSED_SHARE * len(words):
         return None
     shown = ", ".join(composed[:5]) + (", …" if len(composed) > 5 else "")
@@ -86,7 +90,7 @@ def note_for(text: str, unknown: list[str], mode: str) -> str | None:
     """The warning for a query most of whose words are unknown, or None."""
     if not unknown:
         return None
-    words = [t for t in tokenize(text) if any(c.isalnum() for c in t)]
+    words = words_of(text)
     if len(unknown) <= UNKNOWN_SHARE * len(words):
         return None
     shown = ", ".join(unknown[:5]) + (", …" if len(unknown) > 5 else "")
