@@ -58,8 +58,8 @@ BETA = 4.0
 #: in fp16.
 MIN_TEXTS = 1
 #: Token ids a build keeps from the corpus-words pass for its embedding pass (4 bytes each, and
-#: ~100 bytes of array per text): ~1M sentences of 25 words; larger corpora tokenise again.
-KEEP_TOKENS = 25_000_000
+#: ~100 bytes of array per text): ~1.5M sentences of 25 words; larger corpora tokenise again.
+KEEP_TOKENS = 40_000_000
 
 
 def corpus_words_path(folder: str | os.PathLike) -> Path:
@@ -94,10 +94,16 @@ def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[Sequence[Sequence[in
     sums = _Sums(encoder.dim)  # per composed id - base
     seen = np.zeros(0, dtype=np.int64)
     kept_tokens = 0
+    # the product below is in float64: a shard's vectors are converted into one buffer kept
+    # for every shard, where a new array each shard costs the kernel its pages again
+    wide = np.empty((0, encoder.dim))
     for number, ids in enumerate(shards):
         vectors = encoder.encode_ids(ids, normalize=True)
         total += vectors.sum(axis=0, dtype=np.float64)
         count += len(vectors)
+        if len(wide) < len(vectors):
+            wide = np.empty((len(vectors), encoder.dim))
+        np.copyto(wide[: len(vectors)], vectors)
         # a text counts once per composed word in it, however often the word occurs
         flat, lengths = flat_ids(ids)
         texts_of = np.repeat(np.arange(len(ids)), lengths)
@@ -117,17 +123,28 @@ def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[Sequence[Sequence[in
                             shape=(len(words), len(ids)))
         occurs.sum_duplicates()
         occurs.data[:] = 1
-        sums.add(words, occurs @ vectors)
+        sums.add(words, occurs @ wide[: len(vectors)])
         seen[words] += np.diff(occurs.indptr)
         if progress:
             progress(len(ids))
     used = np.flatnonzero(seen >= max(min_texts, 1))
     if not len(used):
         return [], np.zeros((0, encoder.dim), dtype=np.float32)
-    table = open_vocab.table.view()[base + used]
-    context = sums.take(used) / seen[used, None] - total / count
-    scale = np.linalg.norm(table, axis=1) / np.maximum(np.linalg.norm(context, axis=1), 1e-12)
-    rows = (table + beta * scale[:, None] * context).astype(np.float16).astype(np.float32)
+    whole, mean = open_vocab.table.view(), total / count
+    rows = np.empty((len(used), encoder.dim), dtype=np.float32)
+    # a block of words at a time, in place: every word at once held several float64 copies
+    # of all their rows (hundreds of MB each at 1M sentences)
+    for lo in range(0, len(used), _Sums.BLOCK):
+        some = used[lo : lo + _Sums.BLOCK]
+        table = whole[base + some]
+        context = sums.take(some)
+        context /= seen[some, None]
+        context -= mean
+        scale = np.linalg.norm(table, axis=1) / np.maximum(np.linalg.norm(context, axis=1),
+                                                           1e-12)
+        context *= (beta * scale)[:, None]
+        context += table
+        rows[lo : lo + len(some)] = context.astype(np.float16)  # as stored
     word_of = {j: w for w, j in open_vocab.composed.items() if j is not None and w == w.lower()}
     return [word_of[base + j] for j in used], rows
 

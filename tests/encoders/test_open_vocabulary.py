@@ -238,3 +238,39 @@ def test_corpus_word_sums_add_up_across_blocks() -> None:
     wanted = np.flatnonzero(dense.any(axis=1))
     assert wanted.max() >= 2 * _Sums.BLOCK  # three blocks in use
     np.testing.assert_array_equal(sums.take(wanted), dense[wanted])
+
+
+def test_corpus_word_rows_are_the_formula_over_all_words_at_once(
+        models: tuple[Path, Path], abstracts: list[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The corpus words' rows, made a block of words at a time and in place, are bit for bit
+    the formula over every word at once: the composed row plus BETA times the mean of its
+    texts' unit vectors less the corpus mean, scaled to the composed row's length, in fp16."""
+    from qtsearch.encoders import corpus_words
+    from qtsearch.encoders.corpus_words import BETA, _Sums, fit_corpus_words
+
+    enc = MeanEncoder(models[1])
+    assert enc.open_vocab is not None
+    ids = [enc.token_ids(text) for text in abstracts]
+    base = enc.open_vocab.table.base
+    vectors = enc.encode_ids(ids, normalize=True).astype(np.float64)
+    texts_of: dict[int, list[int]] = {}
+    for t, row in enumerate(ids):
+        for i in dict.fromkeys(i for i in row if i >= base):
+            texts_of.setdefault(i, []).append(t)
+    used = sorted(texts_of)
+    sums = np.zeros((len(used), enc.dim))
+    for j, i in enumerate(used):  # in text order, as the sparse product adds them
+        for t in texts_of[i]:
+            sums[j] += vectors[t]
+    seen = np.array([len(texts_of[i]) for i in used])
+    table = enc.open_vocab.table.view()[used]
+    context = sums / seen[:, None] - vectors.sum(axis=0) / len(ids)
+    scale = np.linalg.norm(table, axis=1) / np.maximum(np.linalg.norm(context, axis=1), 1e-12)
+    wanted = (table + BETA * scale[:, None] * context).astype(np.float16).astype(np.float32)
+
+    monkeypatch.setattr(corpus_words._Sums, "BLOCK", 7)  # many blocks, the last one short
+    assert len(used) > 10 * _Sums.BLOCK
+    words, rows = fit_corpus_words(enc, [ids])
+    assert len(words) == len(used)
+    np.testing.assert_array_equal(rows, wanted)
