@@ -37,7 +37,6 @@ from qtsearch.lifecycle import Index
 from qtsearch.lifecycle.querying import query_encoder
 
 MODES = ("lexical", "hybrid")
-PARAPHRASE = ("STSB-train", "STSB-dev", "MSRP", "SICK")
 
 
 def reweighed(folder: Path, work: Path, k1: float, b: float) -> Path:
@@ -96,7 +95,7 @@ def main() -> None:
                     cells = [run_retrieval(index, coll, mode)[metric] for mode in MODES]
                 print(row(f"{coll.name} {coll.split}", metric, k1, b, cells), flush=True)
         if "paraphrase" not in args.skip:
-            tasks = load_tasks(RelevanceConfig(tasks=list(PARAPHRASE)), root)
+            tasks = load_tasks(RelevanceConfig(tasks=["paraphrase"]), root)
             means = {p: [0.0] * len(MODES) for p in grid}
             for task in tasks:
                 folder, _ = task_index(task, None, encoder.name, encoder_key(encoder), "cpu")
