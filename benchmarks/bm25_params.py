@@ -31,7 +31,6 @@ from qtsearch.evaluation.retrieval import answer_retrieval, beir
 from qtsearch.evaluation.retrieval.retrieval_run import collection_index
 from qtsearch.evaluation.retrieval.retrieval_run import run_queries as run_retrieval
 from qtsearch.index import bm25
-from qtsearch.index.integrity import FILES
 from qtsearch.index.manifest import read_manifest, write_manifest
 from qtsearch.lifecycle import Index
 from qtsearch.lifecycle.querying import query_encoder
@@ -54,8 +53,7 @@ def reweighed(folder: Path, work: Path, k1: float, b: float) -> Path:
         bm25.keep_rows(work, keep)
     finally:
         bm25.K1, bm25.B = saved
-    manifest.pop(FILES, None)
-    write_manifest(work, manifest)
+    write_manifest(work, manifest)  # every file's size and checksum recorded anew
     return work
 
 

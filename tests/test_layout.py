@@ -310,8 +310,7 @@ BENCHMARK_SEAMS = {
     # the BM25 files written from a store in this process and by worker processes
     "benchmarks/bm25_build.py": {"qtsearch.index.bm25"},
     # cached indexes' BM25 weights recomputed with other k1 and b, their manifests written anew
-    "benchmarks/bm25_params.py": {"qtsearch.index.bm25", "qtsearch.index.integrity",
-                                  "qtsearch.index.manifest"},
+    "benchmarks/bm25_params.py": {"qtsearch.index.bm25", "qtsearch.index.manifest"},
     # the fitted transform's recall, through the builder's own index stage
     "benchmarks/fit_transform.py": {"qtsearch.index.transform", "qtsearch.index.faiss_backend",
                                     "qtsearch.index.recall", "qtsearch.indexing.index_stage"},
