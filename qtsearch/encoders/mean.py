@@ -12,9 +12,10 @@ of words in a negation's scope by its trained vector and leaves out the cues (th
 a second product over the scoped words alone).
 
 The table stays in memory as stored (fp16 for the shipped model: half the memory of a float32
-copy): a query converts only the rows it gathers, and the whole table is converted once, when
-first needed (`table`: a build's sparse products, a fit). A row converts to the same float32
-values either way, so the vectors are the same.
+copy): a query converts only the rows it gathers, each once for the process's life
+(`open_vocab.Float32Rows.take`), and the whole table is converted once, when first needed
+(`table`: a build's sparse products, a fit). A row converts to the same float32 values either
+way, so the vectors are the same.
 """
 
 from __future__ import annotations
@@ -108,8 +109,7 @@ class MeanEncoder(FolderEncoder):
         """The float32 rows of `ids`, composed words included (a new array; read after the
         ids were made, the open vocabulary's table holds every id they can name)."""
         table = self.open_vocab.table if self.open_vocab is not None else None
-        return (table.take(ids) if table is not None
-                else self.rows[ids].astype(np.float32, copy=False))
+        return table.take(ids) if table is not None else self._whole.take(ids)
 
     def encode_ids(
         self,

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from qtsearch.core.blas import ONE_BLAS_THREAD
-from qtsearch.search.fusion import Leg, z_scores
+from qtsearch.search.fusion import Leg, spread, z_scores
 from qtsearch.search.hits import Aligned, Basis
 
 #: Rows whose token ids an opened index keeps for word alignment, the most recently read (an
@@ -138,7 +138,7 @@ def realign(query: str, order: Leg, legs: Mapping[str, Leg], depth: int, weight:
     first = np.array([order[i] for i in ids], dtype=np.float64)
     rows, positions, _ = encoder.word_rows([query])
     aligned = alignment(rows[positions], *encoder.id_rows(tokens(head)))
-    stage = Aligned(weight, _spread(first[: len(head)]), _spread(aligned),
+    stage = Aligned(weight, spread(first[: len(head)]), spread(aligned),
                     float(aligned.min()))
     words = np.concatenate([aligned, np.full(len(ids) - len(head), stage.floor)])
     mixed = ((1.0 - weight) * z_scores(first, *stage.first)
@@ -173,21 +173,17 @@ def realign_all(queries: Sequence[str], ranked: list[tuple[Leg, dict[str, Leg]]]
     return fetched
 
 
-def _spread(values: np.ndarray) -> tuple[float, float]:
-    return (float(values.mean()), float(values.std())) if len(values) else (0.0, 0.0)
-
-
 def explained(aligned: Aligned, legs: Mapping[str, float]) -> dict[str, Any]:
     """One hit's part of the alignment stage: the first stage's score and the alignment (the
     lowest of the re-scored hits', `filled`, for a hit past them), each with its z and its part
     of the hit's score (the two parts add up to the score)."""
     out: dict[str, Any] = {"alignment_weight": aligned.weight}
-    for name, spread, share in (("first", aligned.first, 1.0 - aligned.weight),
-                                ("alignment", aligned.words, aligned.weight)):
+    for name, mean_std, share in (("first", aligned.first, 1.0 - aligned.weight),
+                                  ("alignment", aligned.words, aligned.weight)):
         value = legs.get(name)
         filled = value is None and name == "alignment"
         value = aligned.floor if filled else value
-        z = float(z_scores(value, *spread)) if value is not None else 0.0
+        z = float(z_scores(value, *mean_std)) if value is not None else 0.0
         out[name] = {"score": value, "z": z, "part": share * z} | (
             {"filled": True} if filled else {})
     return out

@@ -25,7 +25,7 @@ import numpy as np
 
 from qtsearch.encoders.files import DEFAULT_MODEL
 from qtsearch.search.alignment import explained
-from qtsearch.search.fusion import RRF_K, Leg, SearchSettings, z_scores
+from qtsearch.search.fusion import RRF_K, Leg, SearchSettings, spread, z_scores
 from qtsearch.search.hits import Basis, Hit, LegBasis, Results, is_fragment
 from qtsearch.search.lexical import LexicalSearch, stop_words_note
 from qtsearch.search.words import composed_words
@@ -61,9 +61,7 @@ def basis_of(shown: Mapping[str, Leg], raw: Mapping[str, Leg | None],
     for name, scores in shown.items():
         values = np.array(list(scores.values()), dtype=np.float64)
         own = raw.get(name) or scores
-        legs[name] = LegBasis({i: r for r, i in enumerate(own, 1)},
-                              float(values.mean()) if len(values) else 0.0,
-                              float(values.std()) if len(values) else 0.0)
+        legs[name] = LegBasis({i: r for r, i in enumerate(own, 1)}, *spread(values))
     fused = len(legs) == 2
     return Basis(legs, settings.fusion if fused else None,
                  settings.lexical_weight if fused else None)

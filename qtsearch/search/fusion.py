@@ -149,9 +149,20 @@ def z_scores(values: Any, mean: float, std: float) -> Any:
     return (values - mean) / std if std > 1e-12 else values * 0.0
 
 
+def spread(values: np.ndarray) -> tuple[float, float]:
+    """The mean and standard deviation of `values` ((0, 0) when empty): numpy's `mean()` and
+    `std()` to the bit, the same reductions in the same order, without their ~10 µs each of
+    dispatch (a hybrid query takes six)."""
+    if not len(values):
+        return 0.0, 0.0
+    mean = np.add.reduce(values) / len(values)
+    deviations = values - mean
+    return float(mean), float(np.sqrt(np.add.reduce(deviations * deviations) / len(values)))
+
+
 def standardised(values: np.ndarray) -> np.ndarray:
     """Each value's z-score among `values` (all 0 when they are all equal)."""
-    return z_scores(values, float(values.mean()), float(values.std()))
+    return z_scores(values, *spread(values))
 
 
 def fused(first: np.ndarray, second: np.ndarray, weight: float) -> np.ndarray:

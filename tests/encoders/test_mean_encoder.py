@@ -16,6 +16,7 @@ import torch
 from qtsearch import load_encoder
 from qtsearch.encoders.base import LEAD_TOKENS, TAIL_WEIGHT
 from qtsearch.encoders.files import TABLE, read_metrics, read_tensors
+from qtsearch.encoders.open_vocab import Float32Rows
 from qtsearch.text.datasets.nli_data import NLIPair, read_nli
 from qtsearch.text.datasets.paraphrase_data import drop_overlap, eval_sentences, normalise
 from qtsearch.training.configs import MultitaskConfig
@@ -77,6 +78,20 @@ def test_the_mean_model_encodes_the_mean_of_its_word_rows(mean_model: Path) -> N
     batch = ["a dog runs", "two people sit at a table in a cafe", sentence] * 20
     assert np.array_equal(enc.encode(batch), again.encode(batch))
 
+
+
+def test_rows_converted_once_are_the_rows_converted_each_time() -> None:
+    rng = np.random.default_rng(0)
+    stored = rng.standard_normal((5000, 16)).astype(np.float16)
+    rows = Float32Rows(stored)
+    for size in (1, 7, 300, 3000, 0, 300):  # new rows, rows met before, both, none
+        ids = rng.integers(0, len(stored), size)
+        taken = rows.take(ids)
+        assert taken.dtype == np.float32 and np.array_equal(taken, stored[ids].astype(np.float32))
+        taken[:] = 0  # a new array each time: the kept rows stay as they were
+    assert np.array_equal(rows.take(np.arange(5000)), stored.astype(np.float32))
+    assert np.array_equal(rows(), stored.astype(np.float32))
+    assert np.array_equal(rows.take(np.array([3, 3, 1])), stored[[3, 3, 1]].astype(np.float32))
 
 def test_a_long_row_is_read_whole_its_tail_weighing_less(mean_model: Path) -> None:
     enc = load_encoder(mean_model)

@@ -17,7 +17,7 @@ from qtsearch.core.errors import InputError, UnusableIndex, UsageError
 from qtsearch.index import backend as backend_module
 from qtsearch.index.store import MetadataStore
 from qtsearch.search import searcher as searcher_module
-from qtsearch.search.fusion import convex, rrf
+from qtsearch.search.fusion import convex, rrf, spread
 from qtsearch.search.lexical import LexicalSearch, Stems, query_words
 from qtsearch.search.searcher import MODES, Searcher
 
@@ -207,6 +207,15 @@ def test_fusions_on_known_scores():
     assert lex[1] == 1.0 and sem == {1: 0.9, 2: 0.9, 3: 0.9}
     assert convex({}, {}, True, lambda ids: None) == ({}, {}, {})
 
+
+
+def test_a_spread_is_numpys_mean_and_std_to_the_bit():
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 3, 30, 129, 1000):
+        for _ in range(50):
+            values = rng.standard_normal(n) * rng.uniform(0.01, 100) + rng.uniform(-50, 50)
+            assert spread(values) == (float(values.mean()), float(values.std()))
+    assert spread(np.zeros(0)) == (0.0, 0.0)
 
 # -- filters -----------------------------------------------------------------------------------
 
