@@ -152,11 +152,15 @@ class Float32Rows:
             if self._slot is None:
                 self._slot = np.full(len(self.rows), -1, dtype=np.int32)
             slots = self._slot[ids]
-            new = np.unique(ids[slots < 0])
-            if len(new):
+            missing = np.sort(ids[slots < 0])
+            if len(missing):
+                # each id once, not by np.unique: it imports numpy.ma, which a one-shot
+                # query's start would pay for (tests/app/test_startup.py)
+                new = missing[np.concatenate(([True], missing[1:] != missing[:-1]))]
                 n = self._kept_rows
-                if n + len(new) > len(self._kept):  # room for as many rows again
-                    grown = np.empty((2 * (n + len(new)), self.rows.shape[1]), np.float32)
+                if n + len(new) > len(self._kept):  # room for as many rows again, at most all
+                    size = min(len(self.rows), 2 * (n + len(new)))
+                    grown = np.empty((size, self.rows.shape[1]), np.float32)
                     grown[:n] = self._kept[:n]
                     self._kept = grown
                 self._kept[n : n + len(new)] = self.rows[new]
