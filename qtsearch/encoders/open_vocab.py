@@ -132,8 +132,8 @@ class Float32Rows:
     def __init__(self, rows: np.ndarray):
         self.rows = rows
         self._whole: np.ndarray | None = None
-        #: row id -> its place in `_kept` (-1: not converted yet); made at the first `take`
-        self._slot: np.ndarray | None = None
+        #: row id -> its place in `_kept` (-1: not converted yet)
+        self._slot = np.full(len(rows), -1, dtype=np.int32)
         self._kept = np.empty((0, rows.shape[1]), dtype=np.float32)
         self._kept_rows = 0
         self._lock = threading.Lock()
@@ -149,8 +149,6 @@ class Float32Rows:
         if whole is not None or self.rows.dtype == np.float32:
             return (whole if whole is not None else self.rows)[ids]
         with self._lock:
-            if self._slot is None:
-                self._slot = np.full(len(self.rows), -1, dtype=np.int32)
             slots = self._slot[ids]
             missing = np.sort(ids[slots < 0])
             if len(missing):

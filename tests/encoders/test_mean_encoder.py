@@ -79,7 +79,6 @@ def test_the_mean_model_encodes_the_mean_of_its_word_rows(mean_model: Path) -> N
     assert np.array_equal(enc.encode(batch), again.encode(batch))
 
 
-
 def test_rows_converted_once_are_the_rows_converted_each_time() -> None:
     rng = np.random.default_rng(0)
     stored = rng.standard_normal((5000, 16)).astype(np.float16)
@@ -92,6 +91,7 @@ def test_rows_converted_once_are_the_rows_converted_each_time() -> None:
     assert np.array_equal(rows.take(np.arange(5000)), stored.astype(np.float32))
     assert np.array_equal(rows(), stored.astype(np.float32))
     assert np.array_equal(rows.take(np.array([3, 3, 1])), stored[[3, 3, 1]].astype(np.float32))
+
 
 def test_a_long_row_is_read_whole_its_tail_weighing_less(mean_model: Path) -> None:
     enc = load_encoder(mean_model)

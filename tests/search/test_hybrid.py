@@ -208,7 +208,6 @@ def test_fusions_on_known_scores():
     assert convex({}, {}, True, lambda ids: None) == ({}, {}, {})
 
 
-
 def test_a_spread_is_numpys_mean_and_std_to_the_bit():
     rng = np.random.default_rng(0)
     for n in (1, 2, 3, 30, 129, 1000):
@@ -216,6 +215,7 @@ def test_a_spread_is_numpys_mean_and_std_to_the_bit():
             values = rng.standard_normal(n) * rng.uniform(0.01, 100) + rng.uniform(-50, 50)
             assert spread(values) == (float(values.mean()), float(values.std()))
     assert spread(np.zeros(0)) == (0.0, 0.0)
+
 
 # -- filters -----------------------------------------------------------------------------------
 
