@@ -70,6 +70,9 @@ class IndexEncoder(EvalEncoder, Protocol):
 
     path: str | os.PathLike  # what `load_encoder` takes, written to an index's manifest
     search: dict[str, Any]  # search settings measured for the model (the engine's defaults)
+    #: whether a sentence's vector has the same bits encoded alone or in any batch (a sum of
+    #: its own rows); else a batch is computed in other kernels (padding, matrix products)
+    rowwise: bool
 
     def known_words(self, sentence: str) -> int:
         """How many of the sentence's tokens the model knows (0: the query says nothing)."""
@@ -141,6 +144,7 @@ class BatchEncoder:
     search: ClassVar[dict[str, Any]] = {}  # search settings: the engine's defaults
     amp: torch.dtype | None = None  # fp32: a baseline runs as its library loads it
     quick_thoughts = False
+    rowwise = False
 
     def encode(
         self,
@@ -208,6 +212,7 @@ class FolderEncoder:
     open_vocab: OpenVocab | None = None
     counts_words = False
     light = False
+    rowwise = False
 
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = Path(path) if path is not None else default_model_path()

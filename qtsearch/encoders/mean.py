@@ -55,6 +55,8 @@ class MeanEncoder(FolderEncoder):
     #: its encoding is a sparse sum, light beside tokenising: a CPU build tokenises on every
     #: core
     light = True
+    #: a sentence's vector is the mean of its own rows, whatever the batch
+    rowwise = True
 
     def __init__(self, path: str | os.PathLike | None = None):
         super().__init__(path)

@@ -85,6 +85,25 @@ def top_k(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.n
     return np.take_along_axis(scores, cols, axis=1), ids[cols]
 
 
+def search_each(backend: VectorBackend, queries: np.ndarray, k: int, ids: np.ndarray | None,
+                alone_up_to: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k of each query [n, d] (among the stored vectors `ids` only, when given:
+    `search_subset`). Up to `alone_up_to` queries are searched each alone, so that a query
+    answers the same asked alone or beside others: faiss and BLAS score several queries in
+    other kernels than one, with other roundings, and a subset's search widens its fetch for
+    all together."""
+    if len(queries) > alone_up_to:
+        return (backend.search(queries, k) if ids is None
+                else search_subset(backend, queries, k, ids))
+    found = [backend.search(row, k) if ids is None else search_subset(backend, row, k, ids)
+             for row in queries.reshape(len(queries), 1, -1)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        return np.empty((0, k), np.float32), np.empty((0, k), np.int64)
+    return np.concatenate([s for s, _ in found]), np.concatenate([i for _, i in found])
+
+
 def search_subset(backend: VectorBackend, queries: np.ndarray, k: int,
                   ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Top-k among the stored vectors `ids` only (sorted, unique): exact over the subset's

@@ -195,32 +195,38 @@ def first_fetch(k: int, by: str, count: int) -> int:
     return min(count, k * FETCH_PER_RESULT[by] + 10)
 
 
-def deepen(search: Callable[[int], list[Results]], k: int, by: str,
+def deepen(search: Callable[[int, list[int]], list[Results]], queries: int, k: int, by: str,
            count: int) -> list[Results]:
-    """Each query's `k` folded hits (`fold`) from `search(fetch)`, its `fetch` best passages
-    per query. A list folded below k while its passages ran to `fetch` (many copies of one
-    text; few documents, or one document's passages filling the list) is fetched again
-    deeper, up to MAX_DEEPENING times the first fetch, and not after a deeper fetch found
-    nothing new: on an index of 10 documents, k=100 by document would otherwise rank and read
-    every row. A list left short that way says so in its note."""
-    first = fetch = first_fetch(k, by, count)
-    before: list[Results] | None = None
-    while True:
-        found = search(fetch)
-        folded = [fold(results, k, by) for results in found]
-        short = [len(f) < k and len(r) >= fetch for f, r in zip(folded, found, strict=True)]
-        if fetch >= count or not any(short):
-            return folded
-        grew = before is None or any(len(f) > len(b) for f, b, s in
-                                     zip(folded, before, short, strict=True) if s)
-        if grew and fetch < first * MAX_DEEPENING:
-            before, fetch = folded, min(count, fetch * 4, first * MAX_DEEPENING)
-            continue
-        unit = "documents" if by == "doc" else "distinct passages"
-        for f, s in zip(folded, short, strict=True):
-            if s:
-                note = (f"{len(f)} of {k} {unit} found among the best {fetch:,} passages; "
-                        "the search looked no deeper")
-                f.note = f"{f.note}; {note}" if f.note else note
-                log.warning("%s", note)
-        return folded
+    """Each of `queries` queries' `k` folded hits (`fold`) from `search(fetch, which)`, the
+    `fetch` best passages of each query numbered in `which`. A list folded below k while its
+    passages ran to `fetch` (many copies of one text; few documents, or one document's
+    passages filling the list) is fetched again deeper, up to MAX_DEEPENING times the first
+    fetch, and not after a deeper fetch found nothing new: on an index of 10 documents, k=100
+    by document would otherwise rank and read every row. Only the short lists are fetched
+    again, so a query answers the same asked alone or beside others. A list left short that
+    way says so in its note."""
+    first = first_fetch(k, by, count)
+    folded: list[Results] = [Results()] * queries
+    fetch, which = first, list(range(queries))
+    while which:
+        found = search(fetch, which)
+        short = []
+        for n, results in zip(which, found, strict=True):
+            before, folded[n] = folded[n], fold(results, k, by)
+            if len(folded[n]) < k and len(results) >= fetch and fetch < count:
+                # deeper while the last fetch found more: the first always counts as growing
+                grew = fetch == first or len(folded[n]) > len(before)
+                if grew and fetch < first * MAX_DEEPENING:
+                    short.append(n)
+                else:
+                    _looked_no_deeper(folded[n], k, by, fetch)
+        which, fetch = short, min(count, fetch * 4, first * MAX_DEEPENING)
+    return folded
+
+
+def _looked_no_deeper(results: Results, k: int, by: str, fetch: int) -> None:
+    unit = "documents" if by == "doc" else "distinct passages"
+    note = (f"{len(results)} of {k} {unit} found among the best {fetch:,} passages; "
+            "the search looked no deeper")
+    results.note = f"{results.note}; {note}" if results.note else note
+    log.warning("%s", note)

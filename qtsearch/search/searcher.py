@@ -1,14 +1,13 @@
 """Query an index: nearest sentences to new sentences, to stored sentences, and analogies.
 
-`Searcher.open(folder)` loads the encoder, the vector backend (qtsearch.index.backend), the fitted
-vector transform when the index has one, and the metadata store once. A search runs in one of
-MODES: `semantic` (vectors: one encoding, one vector search), `lexical` (BM25 over the index's
-BM25 files, qtsearch.search.lexical) or `hybrid` (both legs, fused by qtsearch.search.fusion;
-on a large index the lexical leg runs in a thread beside the encoding). Vectors are
-L2-normalised and ranked by inner product, so a semantic score is a cosine similarity
-(approximate for quantised index types); with a model that has a word table the first hits
-of semantic and hybrid search are then re-scored word by word (qtsearch.search.alignment).
-`where` filters on metadata columns (qtsearch.search.filters) with exact results."""
+`Searcher.open(folder)` loads the encoder, the vector backend (qtsearch.index.backend), the
+fitted vector transform when the index has one, and the metadata store once. A search is
+`semantic` (one encoding, one vector search), `lexical` (BM25, qtsearch.search.lexical) or
+`hybrid` (both legs fused by qtsearch.search.fusion; on a large index the lexical leg runs in a
+thread beside the encoding). Vectors are L2-normalised and ranked by inner product: a semantic
+score is a cosine (approximate for quantised index types); with a word table the first hits
+are then re-scored word by word (qtsearch.search.alignment). `where` filters on metadata
+columns with exact results (qtsearch.search.filters)."""
 
 from __future__ import annotations
 
@@ -25,13 +24,13 @@ import numpy as np
 from qtsearch.core.errors import InputError, UnusableIndex, UsageError
 from qtsearch.encoders.base import IndexEncoder
 from qtsearch.index import META_FILE
-from qtsearch.index.backend import VectorBackend, search_subset
+from qtsearch.index.backend import VectorBackend, search_each
 from qtsearch.index.manifest import Manifest
 from qtsearch.index.store import MetadataStore
 from qtsearch.index.transform import VectorTransform
 from qtsearch.search.alignment import RowTokens, aligns, realign_all
 from qtsearch.search.analogy import analogy
-from qtsearch.search.defaults import MODES, TOP_K
+from qtsearch.search.defaults import ALONE_UP_TO, MODES, TOP_K
 from qtsearch.search.explain import Asked, basis_of, weak_cosine
 from qtsearch.search.filters import Filter, make_filter
 from qtsearch.search.fusion import (
@@ -168,6 +167,10 @@ class Searcher:
         return self._vectors([self._check_query(s) for s in sentences])
 
     def _vectors(self, texts: list[str]) -> np.ndarray:
+        # each alone, as search_each, unless a vector has the same bits in any batch
+        rowwise = self.encoder.rowwise and (self.transform is None or self.transform.rowwise)
+        if 1 < len(texts) <= ALONE_UP_TO and not rowwise:
+            return np.concatenate([self._vectors([t]) for t in texts])
         vectors = self.encoder.encode(texts, normalize=True)
         return self.transform.apply(vectors) if self.transform is not None else vectors
 
@@ -186,9 +189,8 @@ class Searcher:
         return make_filter(where, self._columns)
 
     def _nearest(self, q: np.ndarray, k: int, flt: Filter) -> tuple[np.ndarray, np.ndarray]:
-        if not flt:
-            return self.backend.search(q, k)
-        return search_subset(self.backend, q, k, self.store.ids_where(flt.clause, flt.params))
+        ids = self.store.ids_where(flt.clause, flt.params) if flt else None
+        return search_each(self.backend, q, k, ids, ALONE_UP_TO)
 
     def search(self, sentences: str | Sequence[str], k: int = TOP_K, mode: str | None = None,
                where: Mapping[str, str | int] | None = None,
@@ -206,12 +208,13 @@ class Searcher:
         know is searched lexically only in hybrid mode, and its Results carry a `note`."""
         check_unit(by)
         k = self.clamp(k)
+        texts = [sentences] if isinstance(sentences, str) else list(sentences)
         if rerank is not None:  # the first stage's `depth` best, each text (document) once
-            texts = [sentences] if isinstance(sentences, str) else list(sentences)
             return rerank(texts, self.search(texts, max(k, rerank.depth), mode, where,
                                              by=by, settings=settings), k)
         chosen = self.settings.for_search(settings)
-        return deepen(lambda fetch: self._search(sentences, fetch, mode, where, chosen), k, by,
+        return deepen(lambda fetch, which: self._search([texts[n] for n in which], fetch, mode,
+                                                        where, chosen), len(texts), k, by,
                       self.count)
 
     def _search(self, sentences: str | Sequence[str], k: int, mode: str | None,
@@ -296,8 +299,7 @@ class Searcher:
               asked: Asked | None = None,
               fetched: Mapping[int, dict[str, Any]] | None = None) -> list[Results]:
         """Hits with their metadata, `k` per query, from each query's fused ranking and the
-        per-leg scores; `asked`: the queries, for their notes and how each was ranked;
-        `fetched`: rows already read, by id."""
+        per-leg scores; `asked`: the queries, their notes and bases; `fetched`: rows read."""
         tops = [list(order)[:k] for order, _ in ranked]
         known = fetched or {}
         rows = {**known, **self.store.get(sorted({i for top in tops for i in top} - set(known)))}
@@ -314,8 +316,7 @@ class Searcher:
 
     def get(self, ids: Sequence[int]) -> list[Record]:
         """Stored sentences by id, in the order asked; an unknown id is an InputError."""
-        wanted = [self._check_id(i) for i in ids]
-        rows = self.store.get(wanted)
+        rows = self.store.get(wanted := [self._check_id(i) for i in ids])
         return [Record(**rows[i]) for i in wanted]
 
     def _check_id(self, i: int) -> int:
@@ -334,8 +335,7 @@ class Searcher:
         records = self.get(ids)
         k = self.clamp(k)
         vectors = self._vectors([r.text for r in records])
-        extra = 1 if exclude_self and k < self.count else 0
-        results = self.search_vectors(vectors, k + extra, where)
+        results = self.search_vectors(vectors, k + (exclude_self and k < self.count), where)
         if exclude_self:
             results = [Results([h for h in hits if h.id != r.id][:k])
                        for r, hits in zip(records, results, strict=True)]
@@ -357,8 +357,8 @@ class Searcher:
         """Run one throw-away query of each leg (torch, faiss and the lexical thread start
         lazily: hundreds of ms). Then in a background thread (`wait`: until done) count the
         index's words, stem the model's, compute the encoder's per-word projections, read the
-        store and the backend's files into the page cache (a cold query of a large graph index
-        is many times slower: docs/benchmarks.md, "Speed")."""
+        store and the backend's files into the page cache (a cold query of a large graph
+        index is many times slower)."""
         self.backend.search(self._vectors(["warm up"]), 1)
         if self.lexical is not None:  # the worker thread started, the BM25 code paged in
             self._lexical_legs(["warm up"], 1, make_filter(None, []), "hybrid")()

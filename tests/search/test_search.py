@@ -18,6 +18,7 @@ from safetensors.numpy import load_file, save_file
 from qtsearch.core.errors import InputError, ModelError, UnusableIndex, UsageError
 from qtsearch.encoders.registry import load_encoder
 from qtsearch.index.store import MetadataStore
+from qtsearch.search.defaults import ALONE_UP_TO
 from qtsearch.search.searcher import Hit, Searcher
 
 HIT_KEYS = ["id", "score", "text", "source", "line", "doc", "position", "legs"]
@@ -90,8 +91,9 @@ def _faiss_threads_seen(idx: Searcher, monkeypatch) -> list[int]:
 
     monkeypatch.setattr(idx.backend.index, "search", spy)
     idx.search(QUERIES[0], 3, mode="semantic")
-    assert len(QUERIES * 2) > faiss_backend.FEW_QUERIES
-    idx.search(QUERIES * 2, 3, mode="semantic")
+    batch = QUERIES * 6  # more than are searched one at a time
+    assert len(batch) > max(faiss_backend.FEW_QUERIES, ALONE_UP_TO)
+    idx.search(batch, 3, mode="semantic")
     return seen
 
 
