@@ -58,6 +58,12 @@ class Budget:
                              f"text: at most {self.chars:,} ({self.advice})")
         self.read += chars
 
+    def rest(self) -> Budget:
+        """What is left of this budget: the characters not read yet, by the same deadline."""
+        left = Budget(None if self.chars is None else self.chars - self.read, None, self.advice)
+        left.seconds, left.deadline = self.seconds, self.deadline
+        return left
+
 
 _current: ContextVar[Budget | None] = ContextVar("qtsearch_budget", default=None)
 

@@ -20,26 +20,25 @@ from typing import Any
 
 import anyio.to_thread
 from fastapi import Depends, Query, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
-from starlette.exceptions import HTTPException
+from starlette.concurrency import run_in_threadpool
 
 from qtsearch.app.serve.bodies import AddBody, AnalogyBody, DeleteBody, SearchBody
+from qtsearch.app.serve.error_answers import handle_errors
 from qtsearch.app.serve.guards import Guards, check_token
+from qtsearch.app.serve.merging import Ask, Merger
 from qtsearch.app.serve.request_limits import (
     BodyLimit,
     HTTPError,
     Limits,
-    error_body,
     least_seconds,
-    status_of,
 )
 from qtsearch.app.serve.served import ServedIndex
 from qtsearch.app.shell import within
 from qtsearch.core.blas import ONE_BLAS_THREAD
-from qtsearch.core.budget import SEARCH_ADVICE, Budget, spending
+from qtsearch.core.budget import SEARCH_ADVICE, Budget, OverBudget, OverTime, spending
 from qtsearch.core.errors import InputError, QTSearchError, UsageError
 from qtsearch.core.version import __version__
 from qtsearch.lifecycle.answers import (
@@ -51,12 +50,10 @@ from qtsearch.lifecycle.answers import (
 )
 from qtsearch.lifecycle.facade import Index
 from qtsearch.lifecycle.on_disk import index_info
-from qtsearch.lifecycle.querying import Explainer, Record, Reranker, parse_where
+from qtsearch.lifecycle.querying import Explainer, Record, Reranker, Results, parse_where
 from qtsearch.search.defaults import RERANK_DEPTH, TOP_K
 
 STATIC = Path(__file__).resolve().parent / "static"
-#: Seconds a 503 (busy) answer asks the client to wait before trying again.
-RETRY_AFTER = "5"
 #: What a /sentences request over a budget can ask for instead (a search: SEARCH_ADVICE).
 CONTEXT_ADVICE = "ask for a smaller context"
 #: How `qtsearch serve --workers N` hands its settings to the worker processes.
@@ -129,7 +126,7 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         limits.max_add_bytes if path == "/add" else limits.max_body),
         body_timeout=limits.body_timeout)
     app.add_middleware(Guards, limits=limits, token=token, bind=None)  # outermost: runs first
-    _errors(app)
+    handle_errors(app)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     def check_k(k: int) -> None:
@@ -155,9 +152,8 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         sized(len(response.body), SEARCH_ADVICE)
         return response
 
-    def search(queries: list[str | int], k: int, mode: str | None,
-               where: dict[str, str | int], ids: bool, rerank: bool,
-               by: str = "passage", explain: bool = False) -> JSONResponse:
+    def vet(queries: int, k: int, ids: bool, rerank: bool) -> None:
+        """A search request's parameters, checked before the index is touched."""
         check_k(k)
         if not queries:
             raise UsageError("no query: give q")
@@ -165,23 +161,33 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
             raise UsageError("rerank: this server re-ranks nothing (start it with --rerank)")
         if rerank and ids:
             raise UsageError("rerank re-scores query sentences, not ids")
-        if len(queries) > limits.max_queries:
-            raise HTTPError(413, f"{len(queries)} queries in one request: at most "
+        if queries > limits.max_queries:
+            raise HTTPError(413, f"{queries} queries in one request: at most "
                                  f"{limits.max_queries}")
-        if len(queries) * k > limits.max_results:
-            raise HTTPError(413, f"{len(queries)} queries × k {k} = {len(queries) * k:,} "
+        if queries * k > limits.max_results:
+            raise HTTPError(413, f"{queries} queries × k {k} = {queries * k:,} "
                                  f"results in one request: at most {limits.max_results:,}")
+
+    def refuse_sure_misses(queries: int, k: int, by: str, count: int,
+                           reranking: Reranker | None = None) -> None:
+        """413 for a search sure to run past its deadline, before it starts."""
+        least = least_seconds(queries, k, by, count, reranking.depth if reranking else 0)
+        if least > limits.request_timeout:
+            raise HTTPError(413, f"{queries} queries × k {k}"
+                                 f"{' by document' if by == 'doc' else ''}"
+                                 f"{' re-ranked' if reranking else ''}: at least "
+                                 f"{least:.1f} s of work, over the "
+                                 f"{limits.request_timeout:g} s a request may take ("
+                                 f"{SEARCH_ADVICE})")
+
+    def search(queries: list[str | int], k: int, mode: str | None,
+               where: dict[str, str | int], ids: bool, rerank: bool,
+               by: str = "passage", explain: bool = False) -> JSONResponse:
+        vet(len(queries), k, ids, rerank)
         with served.use() as idx, budget():
             reranking = within(reranker, len(idx)) if rerank else None
-            least = least_seconds(len(queries), k, by if not ids else "passage", len(idx),
-                                  reranking.depth if reranking else 0)
-            if least > limits.request_timeout:  # sure to run past its deadline: refuse now
-                raise HTTPError(413, f"{len(queries)} queries × k {k}"
-                                     f"{' by document' if by == 'doc' else ''}"
-                                     f"{' re-ranked' if reranking else ''}: at least "
-                                     f"{least:.1f} s of work, over the "
-                                     f"{limits.request_timeout:g} s a request may take ("
-                                     f"{SEARCH_ADVICE})")
+            refuse_sure_misses(len(queries), k, by if not ids else "passage", len(idx),
+                               reranking)
             explainer = idx.explainer() if explain else None
             if not ids:
                 return respond(answer_queries(idx, [str(q) for q in queries], k, mode, where,
@@ -192,27 +198,81 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
             except InputError as e:
                 raise HTTPError(404, str(e)) from e
 
+    def merged(asks: list[Ask]) -> list[Any]:
+        """The outcomes of alike one-query searches (qtsearch.app.serve.merging): one batch
+        under one budget, each answer then built under what is left of it. A batch that fails
+        (over its budget, past its deadline, or for one query's fault) and an answer over
+        what is left are answered alone instead, as the request would have been."""
+        first = asks[0]
+        with served.use() as idx:
+            try:
+                refuse_sure_misses(1, first.k, first.by, len(idx))
+            except HTTPError as e:  # alike asks: every one of them is refused
+                return [e] * len(asks)
+            with budget() as shared:
+                try:
+                    found: list[Results | None] = idx.search_many(
+                        [a.query for a in asks], first.k, first.mode, dict(first.where),
+                        by=first.by)
+                except QTSearchError:
+                    found = [None] * len(asks)
+            outcomes: list[Any] = []
+            for ask, results in zip(asks, found, strict=True):
+                try:
+                    if results is not None:
+                        with spending(shared.rest()):
+                            outcomes.append(respond([(ask.query, results, None)],
+                                                    idx.explainer() if ask.explain else None))
+                        continue
+                except (OverBudget, OverTime):
+                    pass
+                except HTTPError as e:
+                    outcomes.append(e)
+                    continue
+                try:
+                    outcomes.append(search([ask.query], ask.k, ask.mode, dict(ask.where),
+                                           False, False, ask.by, ask.explain))
+                except (QTSearchError, HTTPError) as e:
+                    outcomes.append(e)
+            return outcomes
+
+    # one batch at a time: two batches of one process only take turns at the interpreter,
+    # each then twice as long, and the requests that wait for them too (docs/serving.md)
+    merger = Merger(merged, slots=1)
+
+    async def searched(queries: list[str | int], k: int, mode: str | None,
+                       where: dict[str, str | int], ids: bool, rerank: bool, by: str,
+                       explain: bool) -> JSONResponse:
+        """A search request: one query (no ids, no re-ranking) through the merger, any other
+        in a thread of its own."""
+        if len(queries) != 1 or ids or rerank:
+            return await run_in_threadpool(search, queries, k, mode, where, ids, rerank, by,
+                                           explain)
+        vet(1, k, ids, rerank)
+        return await merger.answer(Ask(str(queries[0]), k, mode, tuple(where.items()), by,
+                                       explain))
+
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
     @app.get("/search")
-    def search_get(q: list[str] = Query(description="Query sentence; repeat for several."),
+    async def search_get(q: list[str] = Query(description="Query sentence; repeat for several."),
                    k: int = TOP_K, mode: str | None = None,
                    where: list[str] = Query([], description="COLUMN=VALUE; repeatable."),
                    ids: bool = False, rerank: bool = False,
                    by: str = "passage", explain: bool = False) -> JSONResponse:
         """The best-matching stored sentences (`by=doc`: documents) for each query:
         `qtsearch search --json` (`explain=true`: with --explain)."""
-        return search(list(q), k, mode, parse_where(where), ids, rerank, by, explain)
+        return await searched(list(q), k, mode, parse_where(where), ids, rerank, by, explain)
 
     @app.post("/search")
-    def search_post(body: SearchBody) -> JSONResponse:
+    async def search_post(body: SearchBody) -> JSONResponse:
         """The same as GET /search, with the query or queries in a JSON body."""
         where = body.where if isinstance(body.where, dict) else parse_where(body.where)
         queries = body.q if isinstance(body.q, list) else [body.q]
-        return search(queries, body.k, body.mode, where, body.ids, body.rerank, body.by,
-                      body.explain)
+        return await searched(queries, body.k, body.mode, where, body.ids, body.rerank,
+                              body.by, body.explain)
 
     @app.post("/analogy")
     def analogy(body: AnalogyBody) -> JSONResponse:
@@ -307,37 +367,3 @@ def _text_size(hits: Iterable[Record]) -> int:
     """Characters of stored text in `hits` and the passages they carry: a lower bound on
     their JSON's bytes, known before it is built."""
     return sum(len(h.text) + _text_size(getattr(h, "passages", None) or ()) for h in hits)
-
-
-def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(error_body(message), status, headers, media_type="application/json")
-
-
-def _errors(app: FastAPIOffline) -> None:
-    """Every failure as {"error": MESSAGE} with its status (qtsearch.app.serve.request_limits)."""
-
-    @app.exception_handler(QTSearchError)
-    async def qtsearch_error(_: Request, e: QTSearchError) -> Any:
-        status = status_of(e)
-        return _json_error(status, str(e), {"Retry-After": RETRY_AFTER} if status == 503
-                           else None)
-
-    @app.exception_handler(HTTPError)
-    async def http_error(_: Request, e: HTTPError) -> Any:
-        return _json_error(e.status, str(e), e.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, e: RequestValidationError) -> Any:
-        first = e.errors()[0] if e.errors() else {"loc": (), "msg": "invalid request"}
-        where = ".".join(str(p) for p in first["loc"] if p not in ("body", "query", "path"))
-        return _json_error(400, f"{where}: {first['msg']}" if where else first["msg"])
-
-    @app.exception_handler(HTTPException)
-    async def starlette_error(request: Request, e: HTTPException) -> Any:
-        message = {404: f"no such endpoint: {request.method} {request.url.path}",
-                   405: f"{request.method} is not allowed on {request.url.path}"}
-        return _json_error(e.status_code, message.get(e.status_code, str(e.detail)))
-
-    @app.exception_handler(Exception)
-    async def internal(_: Request, e: Exception) -> Any:
-        return _json_error(500, f"internal error: {type(e).__name__}: {e}")
