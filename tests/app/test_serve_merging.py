@@ -150,3 +150,33 @@ def test_a_batch_over_the_read_budget_is_answered_request_by_request(flat, monke
     assert any(n > 1 and raised == "OverBudget" for n, raised in calls)
     assert together == alone
     assert all(status == 200 for status, _ in together)
+
+
+def test_a_query_that_breaks_the_search_fails_alone(flat, monkeypatch):
+    """A search failing with a bug (here injected: any call holding one query raises) fails
+    its batch; the batch's other requests are searched again alone and answered, and only
+    the query's own request gets the 500."""
+    poison = "Mr. Knightley said nothing."
+    search_many = qtsearch.Index.search_many
+
+    def broken(self, queries, *args, **kwargs):
+        if poison in queries:
+            raise RuntimeError("a bug this query meets")
+        return search_many(self, queries, *args, **kwargs)
+
+    queries = [f"She was very happy to see {who} again." for who in (
+        "him", "her", "Emma", "Harriet", "Jane", "Frank", "Mr. Elton", "Miss Bates")]
+    requests = [{"q": q, "k": 5} for q in [*queries[:4], poison, *queries[4:]] * 2]
+    with serving(flat, threads=1) as url:
+        alone = _one_by_one(url, requests)
+        monkeypatch.setattr(qtsearch.Index, "search_many", broken)
+        calls = _spy_batches(monkeypatch)
+        together = _all_at_once(url, requests)
+    assert any(n > 1 and raised == "RuntimeError" for n, raised in calls)
+    for params, (status, body), (alone_status, alone_body) in zip(requests, together, alone,
+                                                                   strict=True):
+        if params["q"] == poison:
+            assert status == 500
+            assert body == {"error": "internal error: RuntimeError: a bug this query meets"}
+        else:
+            assert (status, body) == (alone_status, alone_body) and status == 200

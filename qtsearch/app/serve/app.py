@@ -39,7 +39,7 @@ from qtsearch.app.serve.served import ServedIndex
 from qtsearch.app.shell import within
 from qtsearch.core.blas import ONE_BLAS_THREAD
 from qtsearch.core.budget import SEARCH_ADVICE, Budget, OverBudget, OverTime, spending
-from qtsearch.core.errors import InputError, QTSearchError, UsageError
+from qtsearch.core.errors import InputError, UsageError
 from qtsearch.core.version import __version__
 from qtsearch.lifecycle.answers import (
     Answer,
@@ -201,8 +201,9 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
     def merged(asks: list[Ask]) -> list[Any]:
         """The outcomes of alike one-query searches (qtsearch.app.serve.merging): one batch
         under one budget, each answer then built under what is left of it. A batch that fails
-        (over its budget, past its deadline, or for one query's fault) and an answer over
-        what is left are answered alone instead, as the request would have been."""
+        (over its budget, past its deadline, for one query's fault, or one query's bug) and
+        an answer over what is left are answered alone instead, as each would have been: one
+        request's failure is never another's."""
         first = asks[0]
         with served.use() as idx:
             try:
@@ -214,27 +215,28 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
                     found: list[Results | None] = idx.search_many(
                         [a.query for a in asks], first.k, first.mode, dict(first.where),
                         by=first.by)
-                except QTSearchError:
+                except Exception:  # whose fault it is, each request alone tells
                     found = [None] * len(asks)
-            outcomes: list[Any] = []
-            for ask, results in zip(asks, found, strict=True):
-                try:
-                    if results is not None:
-                        with spending(shared.rest()):
-                            outcomes.append(respond([(ask.query, results, None)],
-                                                    idx.explainer() if ask.explain else None))
-                        continue
-                except (OverBudget, OverTime):
-                    pass
-                except HTTPError as e:
-                    outcomes.append(e)
-                    continue
-                try:
-                    outcomes.append(search([ask.query], ask.k, ask.mode, dict(ask.where),
-                                           False, False, ask.by, ask.explain))
-                except (QTSearchError, HTTPError) as e:
-                    outcomes.append(e)
-            return outcomes
+            return [answered(idx, ask, results, shared)
+                    for ask, results in zip(asks, found, strict=True)]
+
+    def answered(idx: Index, ask: Ask, results: Results | None, shared: Budget) -> Any:
+        """One merged request's response (or the exception to raise in it): from its batch's
+        `results` within what is left of the batch's budget, else searched alone."""
+        if results is not None:
+            try:
+                with spending(shared.rest()):
+                    return respond([(ask.query, results, None)],
+                                   idx.explainer() if ask.explain else None)
+            except (OverBudget, OverTime):
+                pass  # over what the batch left: alone, it may be within its own budget
+            except Exception as e:
+                return e
+        try:
+            return search([ask.query], ask.k, ask.mode, dict(ask.where), False, False, ask.by,
+                          ask.explain)
+        except Exception as e:
+            return e
 
     # one batch at a time: two batches of one process only take turns at the interpreter,
     # each then twice as long, and the requests that wait for them too (docs/serving.md)
