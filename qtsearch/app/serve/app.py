@@ -259,11 +259,12 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         return FileResponse(STATIC / "index.html")
 
     @app.get("/search")
-    async def search_get(q: list[str] = Query(description="Query sentence; repeat for several."),
-                   k: int = TOP_K, mode: str | None = None,
-                   where: list[str] = Query([], description="COLUMN=VALUE; repeatable."),
-                   ids: bool = False, rerank: bool = False,
-                   by: str = "passage", explain: bool = False) -> JSONResponse:
+    async def search_get(
+            q: list[str] = Query(description="Query sentence; repeat for several."),
+            k: int = TOP_K, mode: str | None = None,
+            where: list[str] = Query([], description="COLUMN=VALUE; repeatable."),
+            ids: bool = False, rerank: bool = False,
+            by: str = "passage", explain: bool = False) -> JSONResponse:
         """The best-matching stored sentences (`by=doc`: documents) for each query:
         `qtsearch search --json` (`explain=true`: with --explain)."""
         return await searched(list(q), k, mode, parse_where(where), ids, rerank, by, explain)

@@ -51,7 +51,7 @@ class Ask:
 class Merger:
     """Hands waiting Asks to `answer` in a worker thread, alike ones together; `answer` takes
     a list of alike Asks and returns one outcome each (a response, or the exception to raise
-    in its request). `slots`: how many batches run at once (the worker's threads)."""
+    in its request). `slots`: how many batches run at once."""
 
     def __init__(self, answer: Callable[[list[Ask]], Sequence[Any]], slots: int,
                  most: int = MOST_MERGED):
