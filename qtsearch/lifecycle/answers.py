@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from qtsearch.core.batching import chunks
 from qtsearch.core.errors import InputError, QTSearchError
+from qtsearch.search.defaults import ALONE_UP_TO
 from qtsearch.search.hits import Results
 
 if TYPE_CHECKING:  # the CLI imports this module before it needs faiss and torch
@@ -23,14 +25,26 @@ Answer = tuple[str | int, Results | None, QTSearchError | None]
 def answer_queries(index: Index, queries: Sequence[str], k: int, mode: str | None = None,
                    where: Mapping[str, str | int] | None = None,
                    rerank: Reranker | None = None, by: str = "passage") -> list[Answer]:
-    """Each query searched on its own, so that one bad query fails alone (`by`: passages
-    or documents, as `Index.search`)."""
+    """Each query answered as it is alone, so that one bad query fails alone (`by`: passages
+    or documents, as `Index.search`): up to ALONE_UP_TO at a time in one `search_many` call,
+    which answers each as alone and shares the call's work; a batch that one query's fault
+    fails, and a re-ranked search (whose re-ranker encodes a batch otherwise), query by
+    query."""
     answers: list[Answer] = []
-    for q in queries:
-        try:
-            answers.append((q, index.search(q, k, mode, where, rerank, by), None))
-        except InputError as e:  # this query's fault: answer the others
-            answers.append((q, None, e))
+    for batch in chunks(queries, ALONE_UP_TO if rerank is None else 1):
+        if len(batch) > 1:
+            try:
+                found = index.search_many(batch, k, mode, where, None, by)
+            except InputError:  # whose query it is, each alone tells
+                pass
+            else:
+                answers.extend((q, hits, None) for q, hits in zip(batch, found, strict=True))
+                continue
+        for q in batch:
+            try:
+                answers.append((q, index.search(q, k, mode, where, rerank, by), None))
+            except InputError as e:  # this query's fault: answer the others
+                answers.append((q, None, e))
     return answers
 
 

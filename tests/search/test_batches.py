@@ -51,3 +51,27 @@ def test_a_query_answers_the_same_alone_and_in_a_batch(emma_with_copies, mode, b
     # the copies filled the first fetch (20 passages, 30 by document), and five hits came of
     # fetching deeper
     assert len(alone[0][0]) == 5
+
+
+def test_answers_to_many_queries_are_each_as_alone_and_a_bad_one_fails_alone(
+        emma_with_copies):
+    """`answer_queries` (what `qtsearch search` and the server answer) takes its queries 16 at
+    a time: 20 queries, one of them blank (an error), each answered as alone, the bad one
+    with its error, the others of its batch answered."""
+    from qtsearch.core.errors import InputError
+    from qtsearch.lifecycle.answers import answer_queries
+
+    queries = [f"{COPIED[:-1]} {n}." if n % 3 else f"Emma thought of Mr. Elton {n} times."
+               for n in range(20)]
+    queries[5] = " "
+    with qtsearch.Index.open(emma_with_copies) as index:
+        answers = answer_queries(index, queries, 5, "semantic")
+        for n, (query, hits, error) in enumerate(answers):
+            assert query == queries[n]
+            if n == 5:
+                assert hits is None and isinstance(error, InputError)
+                with pytest.raises(InputError, match=str(error)):
+                    index.search(query, 5, "semantic")
+            else:
+                assert error is None
+                assert _shown(hits) == _shown(index.search(query, 5, "semantic"))
