@@ -50,7 +50,7 @@ from qtsearch.lifecycle.answers import (
 )
 from qtsearch.lifecycle.facade import Index
 from qtsearch.lifecycle.on_disk import index_info
-from qtsearch.lifecycle.querying import Explainer, Record, Reranker, Results, parse_where
+from qtsearch.lifecycle.querying import Explainer, Record, Reranker, parse_where
 from qtsearch.search.defaults import RERANK_DEPTH, TOP_K
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -199,10 +199,11 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
                 raise HTTPError(404, str(e)) from e
 
     def merged(asks: list[Ask]) -> list[Any]:
-        """The outcomes of alike one-query searches (qtsearch.app.serve.merging): one batch
-        under one budget, each answer then built under what is left of it. A batch that fails
-        (over its budget, past its deadline, for one query's fault, or one query's bug) and
-        an answer over what is left are answered alone instead, as each would have been: one
+        """The outcomes of alike one-query searches (qtsearch.app.serve.merging): answered
+        together under one budget as one request's queries are (`answer_queries`: a query at
+        fault gets its own error), each response then built under what is left of it. A batch
+        that fails (over its budget, past its deadline, or a bug one query meets) and a
+        response over what is left are answered alone instead, as each would have been: one
         request's failure is never another's."""
         first = asks[0]
         with served.use() as idx:
@@ -212,22 +213,21 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
                 return [e] * len(asks)
             with budget() as shared:
                 try:
-                    found: list[Results | None] = idx.search_many(
-                        [a.query for a in asks], first.k, first.mode, dict(first.where),
+                    found: list[Answer | None] = answer_queries(
+                        idx, [a.query for a in asks], first.k, first.mode, dict(first.where),
                         by=first.by)
                 except Exception:  # whose fault it is, each request alone tells
                     found = [None] * len(asks)
-            return [answered(idx, ask, results, shared)
-                    for ask, results in zip(asks, found, strict=True)]
+            return [answered(idx, ask, answer, shared)
+                    for ask, answer in zip(asks, found, strict=True)]
 
-    def answered(idx: Index, ask: Ask, results: Results | None, shared: Budget) -> Any:
+    def answered(idx: Index, ask: Ask, answer: Answer | None, shared: Budget) -> Any:
         """One merged request's response (or the exception to raise in it): from its batch's
-        `results` within what is left of the batch's budget, else searched alone."""
-        if results is not None:
+        `answer` within what is left of the batch's budget, else searched alone."""
+        if answer is not None:
             try:
                 with spending(shared.rest()):
-                    return respond([(ask.query, results, None)],
-                                   idx.explainer() if ask.explain else None)
+                    return respond([answer], idx.explainer() if ask.explain else None)
             except (OverBudget, OverTime):
                 pass  # over what the batch left: alone, it may be within its own budget
             except Exception as e:

@@ -76,8 +76,11 @@ class Merger:
         self._waiting = [w for w in self._waiting if not w[1].done()]
         while self._free and self._waiting:
             alike = self._waiting[0][0].alike
-            taken = [w for w in self._waiting if w[0].alike == alike][:self._most]
-            self._waiting = [w for w in self._waiting if not any(w is t for t in taken)]
+            taken: list[tuple[Ask, asyncio.Future[Any]]] = []
+            rest: list[tuple[Ask, asyncio.Future[Any]]] = []
+            for w in self._waiting:
+                (taken if w[0].alike == alike and len(taken) < self._most else rest).append(w)
+            self._waiting = rest
             self._free -= 1
             running = asyncio.get_running_loop().create_task(
                 anyio.to_thread.run_sync(self._answer, [ask for ask, _ in taken]))
