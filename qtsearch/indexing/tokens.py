@@ -19,7 +19,7 @@ encoder's: the encoder may serve other builds and queries meanwhile.
 
 from __future__ import annotations
 
-from array import array
+import itertools
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -53,12 +53,13 @@ Composed = tuple[list[str], "np.ndarray | None", list[str]]
 #: A task's answer: the ids of its texts flat (int32), each text's count of them, where the
 #: closed vocabulary lacks a token (flat positions) with those tokens, and the composed rows
 #: of the lower-cased words among them this worker has not sent before.
-Chunk = tuple[array, list[int], list[int], list[str], Composed]
+Chunk = tuple["np.ndarray", list[int], list[int], list[str], Composed]
 
 _vocab: Vocab | None = None
 _max_len = 0
 _pieces: Pieces | LazyPieces | None = None
 _composed: set[str] = set()  # the words this worker has composed and sent
+_NO_TOKEN = [""]  # an empty text's place (tokenize never gives an empty token)
 
 
 @dataclass
@@ -157,8 +158,7 @@ def _gather(futures: list[Future[Chunk]], open_vocab: OpenVocab | None) -> list[
 
     ids: list[np.ndarray] = []
     for future in futures:
-        flat, lengths, at, unknown, (words, stacked, empty) = future.result()
-        chunk = np.frombuffer(flat, dtype=np.int32).copy()
+        chunk, lengths, at, unknown, (words, stacked, empty) = future.result()
         if unknown and open_vocab is not None:
             rows: dict[str, np.ndarray | None] = dict.fromkeys(empty)
             rows.update(zip(words, stacked if stacked is not None else [], strict=True))
@@ -177,26 +177,32 @@ def _start(vocab: Vocab, max_len: int, pieces: Pieces | LazyPieces | None) -> No
 
 def _ids(texts: list[str]) -> Chunk:
     """The texts' ids under the closed vocabulary (`token_ids`'s), flat, and where it lacks a
-    token: what an open vocabulary numbers in the parent (`token_shards`)."""
+    token: what an open vocabulary numbers in the parent (`token_shards`). The lookups run
+    over the task's tokens at once, in C (`Vocab.encode` a text at a time spent more in
+    Python's per-list steps than in the lookups), to the same ids."""
+    import numpy as np
+
     assert _vocab is not None, "a tokenising worker runs _start first"
-    flat, lengths, at, unknown = array("i"), [], [], []
+    tokens = [tokenize(text)[:_max_len] for text in texts]
+    # an empty text is one <unk> (as `Vocab.encode` makes it), a place held by "", no token
+    words = list(itertools.chain.from_iterable(t or _NO_TOKEN for t in tokens))
+    ids = np.fromiter(map(_vocab.index.get, words, itertools.repeat(0)), dtype=np.int32,
+                      count=len(words))
+    lacking = np.flatnonzero(ids == 0).tolist()  # unknown as written, or "<pad>" typed
+    if lacking:
+        folded = _vocab.folded  # another casing's id, else <unk>'s
+        ids[lacking] = [folded.get(words[j].casefold(), 1) if words[j] else 1
+                        for j in lacking]
+    at = [j for j in np.flatnonzero(ids == 1).tolist() if words[j]]
+    unknown = [words[j] for j in at]
     new: list[str] = []  # words to compose, in the order met
-    for text in texts:
-        tokens = tokenize(text)
-        ids = _vocab.encode(tokens, _max_len, fold_case=True)
-        if tokens and 1 in ids:  # <unk>: as OpenVocab.encode asks for, position by position
-            start = len(flat)
-            for j, i in enumerate(ids):
-                if i == 1:
-                    at.append(start + j)
-                    unknown.append(tokens[j])
-                    key = tokens[j].lower()
-                    if _pieces is not None and key not in _composed:
-                        _composed.add(key)  # sent once: the parent keeps what it numbers
-                        new.append(key)
-        flat.extend(ids)
-        lengths.append(len(ids))
-    return flat, lengths, at, unknown, _stacked(new)
+    if _pieces is not None:
+        for token in unknown:
+            key = token.lower()
+            if key not in _composed:
+                _composed.add(key)  # sent once: the parent keeps what it numbers
+                new.append(key)
+    return ids, [len(t) or 1 for t in tokens], at, unknown, _stacked(new)
 
 
 def _stacked(words: list[str]) -> Composed:

@@ -23,6 +23,10 @@ from qtsearch.indexing.pipeline import IndexConfig, build_index
 from qtsearch.text.reader import read_sentences
 
 EMMA = "gutenberg/0003-austen-jane--emma.txt.gz"
+#: Texts whose ids take the lookup's other ways: no token (one <unk>), words known in another
+#: casing only, a word composed in several casings, a new word past the model's max_len (cut).
+EDGES = ["", " \t ", "CAPITAL OF FRANCE", "Zyxqorb ZYXQORB zyxqorb",
+         "word " * 4100 + "Zyxqorbian"]
 SCIFACT = "beir/scifact/corpus.jsonl.gz"
 
 
@@ -64,7 +68,7 @@ def test_workers_give_an_open_vocabulary_the_serial_ids_and_rows(shared_data: Pa
         for line in itertools.islice(fh, 1500):
             record = json.loads(line)
             texts.extend(f"{record['title']}. {record['text']}".split(". "))
-    shards = [texts[:3000], texts[3000:3001], [], texts[3001:]]
+    shards = [texts[:3000], texts[3000:3001], [], EDGES + texts[3001:]]
     serial, parallel = load_encoder(DEFAULT_MODEL, device="cpu"), \
         load_encoder(DEFAULT_MODEL, device="cpu")
     assert serial.open_vocab is not None and parallel.open_vocab is not None
