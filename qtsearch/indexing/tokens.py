@@ -19,7 +19,6 @@ encoder's: the encoder may serve other builds and queries meanwhile.
 
 from __future__ import annotations
 
-import itertools
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -59,7 +58,6 @@ _vocab: Vocab | None = None
 _max_len = 0
 _pieces: Pieces | LazyPieces | None = None
 _composed: set[str] = set()  # the words this worker has composed and sent
-_NO_TOKEN = [""]  # an empty text's place (tokenize never gives an empty token)
 
 
 @dataclass
@@ -176,24 +174,14 @@ def _start(vocab: Vocab, max_len: int, pieces: Pieces | LazyPieces | None) -> No
 
 
 def _ids(texts: list[str]) -> Chunk:
-    """The texts' ids under the closed vocabulary (`token_ids`'s), flat, and where it lacks a
-    token: what an open vocabulary numbers in the parent (`token_shards`). The lookups run
-    over the task's tokens at once, in C (`Vocab.encode` a text at a time spent more in
-    Python's per-list steps than in the lookups), to the same ids."""
+    """The texts' ids under the closed vocabulary (`token_ids`'s, the task's looked up at
+    once: `Vocab.encode_many`), flat, and where it lacks a token: what an open vocabulary
+    numbers in the parent (`token_shards`)."""
     import numpy as np
 
     assert _vocab is not None, "a tokenising worker runs _start first"
-    tokens = [tokenize(text)[:_max_len] for text in texts]
-    # an empty text is one <unk> (as `Vocab.encode` makes it), a place held by "", no token
-    words = list(itertools.chain.from_iterable(t or _NO_TOKEN for t in tokens))
-    ids = np.fromiter(map(_vocab.index.get, words, itertools.repeat(0)), dtype=np.int32,
-                      count=len(words))
-    lacking = np.flatnonzero(ids == 0).tolist()  # unknown as written, or "<pad>" typed
-    if lacking:
-        folded = _vocab.folded  # another casing's id, else <unk>'s
-        ids[lacking] = [folded.get(words[j].casefold(), 1) if words[j] else 1
-                        for j in lacking]
-    at = [j for j in np.flatnonzero(ids == 1).tolist() if words[j]]
+    ids, lengths, words = _vocab.encode_many([tokenize(text) for text in texts], _max_len)
+    at = [j for j in np.flatnonzero(ids == 1).tolist() if words[j]]  # an empty text's: none
     unknown = [words[j] for j in at]
     new: list[str] = []  # words to compose, in the order met
     if _pieces is not None:
@@ -202,7 +190,7 @@ def _ids(texts: list[str]) -> Chunk:
             if key not in _composed:
                 _composed.add(key)  # sent once: the parent keeps what it numbers
                 new.append(key)
-    return ids, [len(t) or 1 for t in tokens], at, unknown, _stacked(new)
+    return ids, lengths, at, unknown, _stacked(new)
 
 
 def _stacked(words: list[str]) -> Composed:

@@ -63,8 +63,9 @@ def tokenize(text: str) -> list[str]:
 
 def token_ids(vocab: Vocab, text: str, max_len: int) -> list[int]:
     """Vocabulary ids of a sentence, a word unknown as written looked up in another casing
-    ("hello" as "Hello"): the one lookup of index builds and queries (`Encoder.token_ids`, and
-    the build's tokenising processes, qtsearch.indexing.tokens)."""
+    ("hello" as "Hello"): the lookup of index builds and queries (`Encoder.token_ids`; the
+    build's tokenising processes, qtsearch.indexing.tokens, look a task's texts up at once
+    with `Vocab.encode_many`, to the same ids)."""
     return vocab.encode(tokenize(text), max_len, fold_case=True)
 
 

@@ -7,6 +7,7 @@ import gzip
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -166,6 +167,18 @@ def test_case_fallback_is_made_only_when_a_word_is_missing_as_written() -> None:
     assert "folded" not in vars(v)  # every word known as written: no casefolded map built
     assert v.encode(["PARIS", "Dog", "cat"], 5, fold_case=True) == [2, 4, 1]  # most frequent
     assert "folded" in vars(v)
+
+
+def test_encoding_many_lists_at_once_gives_each_list_s_ids() -> None:
+    v = Vocab(["<pad>", "<unk>", "Paris", "paris", "dog", "London"])
+    lists = [[], ["dog", "Dog", "DOG"], ["<pad>", "<unk>", "cat"], ["london", "PARIS", "paris"],
+             ["dog"] * 5 + ["London"], [""], ["Paris"]]
+    ids, lengths, words = v.encode_many(lists, max_len=4)
+    expected = [v.encode(t, 4, fold_case=True) for t in lists]
+    assert [a.tolist() for a in np.split(ids, np.cumsum(lengths)[:-1])] == expected
+    assert ids.dtype == np.int32 and lengths == [len(e) for e in expected]
+    assert words[0] == "" and words[1:4] == ["dog", "Dog", "DOG"]  # an empty list's place
+    assert len(words) == len(ids)
 
 
 def test_token_corpus_round_trips_the_text(shared_data: Path, tmp_path: Path) -> None:
