@@ -1,5 +1,5 @@
-"""qtsearch.text.terms: an ASCII text's words are found with an ASCII class, the same words
-the Unicode pattern finds in its case-folded text."""
+"""qtsearch.text.terms: an ASCII text's words are found by a translation and a split, the
+same words the Unicode pattern finds in its case-folded text."""
 
 from __future__ import annotations
 
