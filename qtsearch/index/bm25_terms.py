@@ -50,8 +50,8 @@ def analyse(chunk: list[tuple[int, str]], analyzer: Analyzer, first_row: int) ->
     ids = [i for i, _ in chunk]
     if not ids or ids[0] != first_row or ids[-1] != first_row + len(ids) - 1:
         raise UnusableIndex(f"BM25 index: rows must have consecutive ids from {first_row}")
-    # the per-token work stays in C (findall, map, dict.fromkeys): Python loops over the
-    # tokens made the build several times slower
+    # the per-token work stays in C (the word split, map, dict.fromkeys): Python loops over
+    # the tokens made the build several times slower
     words = [Analyzer.words(text) for _, text in chunk]
     flat = list(itertools.chain.from_iterable(words))
     distinct = list(dict.fromkeys(flat))

@@ -46,8 +46,8 @@ CHUNK = 2_000
 MIN_SENTENCES = 20_000
 
 #: The lower-cased words a worker composed for a task: those with a row, their rows stacked
-#: (one array pickles as its bytes; an array a word cost as much to send as the whole task's
-#: ids), and those none of whose pieces has a vector.
+#: (pickled as one buffer: an array a word took three times as long to send and receive), and
+#: those none of whose pieces has a vector.
 Composed = tuple[list[str], "np.ndarray | None", list[str]]
 #: A task's answer: the ids of its texts flat (int32), each text's count of them, where the
 #: closed vocabulary lacks a token (flat positions) with those tokens, and the composed rows
