@@ -84,12 +84,6 @@ class VectorTransform:
     fitted_on: int  # vectors in the fitting sample
 
     @property
-    def rowwise(self) -> bool:
-        """Whether a vector's output has the same bits transformed alone or in any batch: a
-        matrix product computes a batch in other kernels than one row."""
-        return self.kind in ("none", "centre")
-
-    @property
     def in_dim(self) -> int:
         return int(self.mean.shape[0])
 

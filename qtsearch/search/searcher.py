@@ -168,7 +168,7 @@ class Searcher:
 
     def _vectors(self, texts: list[str]) -> np.ndarray:
         # each alone, as search_each, unless a vector has the same bits in any batch
-        rowwise = self.encoder.rowwise and (self.transform is None or self.transform.rowwise)
+        rowwise = self.encoder.rowwise and (self.transform is None or self.transform.by_row)
         if 1 < len(texts) <= ALONE_UP_TO and not rowwise:
             return np.concatenate([self._vectors([t]) for t in texts])
         vectors = self.encoder.encode(texts, normalize=True)
