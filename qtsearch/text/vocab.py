@@ -82,9 +82,7 @@ class Vocab:
                           count=len(words))
         lacking = np.flatnonzero(ids == 0).tolist()  # missing as written, or "<pad>" itself
         if lacking:
-            folded = self.folded
-            ids[lacking] = [folded.get(words[j].casefold(), 1) if words[j] else 1
-                            for j in lacking]
+            ids[lacking] = [self._folded_id(words[j]) if words[j] else 1 for j in lacking]
         return ids, [len(t) or 1 for t in cut], words
 
     def _folded_id(self, token: str) -> int:
