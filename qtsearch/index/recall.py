@@ -42,19 +42,24 @@ class Truth:
 
 #: Corpus rows scored against all queries at a time (500 queries x 50k rows: 100 MB).
 EXACT_CHUNK = 50_000
+#: Columns of a query's first chunk whose (k + TIE_EXTRA)-th best score bounds the rest from
+#: below before any neighbour is known: a partial sort of a few, not of all 50k.
+SEED_COLUMNS = 1024
 
 
 def exact_neighbours(queries: np.ndarray, batches: Iterable[np.ndarray], k: int) -> Truth:
     """Exact top-k neighbours (inner product) of `queries` over vectors streamed batch by
     batch, so the ground truth for tuning needs memory for one batch, not for the whole corpus;
-    TIE_EXTRA more are kept to recognise ties with the k-th.
+    TIE_EXTRA more are kept to recognise ties with the k-th. Of equal scores the earlier row
+    comes first.
 
-    One BLAS matmul per chunk and a partial sort: the costliest step of tuning at 1M, and
-    about half the CPU of a faiss flat search with its per-row heaps (500 queries over 500k
-    vectors: 4.2 against 7.5 CPU-s). Each core takes a share of the queries on a thread of
-    its own (numpy multiplies and sorts without the GIL), BLAS held to one thread meanwhile:
-    the partial sorts, most of the time, would otherwise run on one core. A query's row is
-    scored and sorted as alone, so the neighbours are the same."""
+    One BLAS matmul per chunk; of its scores only those at least a query's (k + TIE_EXTRA)-th
+    best so far can enter, found by one comparison and sorted with the best (a few thousand
+    of a chunk's 50k x 500): a partial sort of every score took as long again as the
+    matmuls (500 queries over 1M vectors: 9.4-10.2 CPU-s, now 4.5-5.6; docs/speed.md). Each
+    core takes a share of the queries on a thread of its own (numpy multiplies and compares
+    without the GIL), BLAS held to one thread meanwhile. A query's row is scored as alone, so
+    the neighbours are the same whatever the share."""
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     nq, kk = queries.shape[0], k + TIE_EXTRA
     shares = [rows for rows in np.array_split(np.arange(nq), min(cpus(), nq)) if len(rows)]
@@ -64,14 +69,19 @@ def exact_neighbours(queries: np.ndarray, batches: Iterable[np.ndarray], k: int)
     def merge(share: int, chunk: np.ndarray, offset: int) -> None:
         rows = shares[share]
         scores = queries[rows[0] : rows[-1] + 1] @ chunk.T
-        take = min(kk, scores.shape[1])
-        part = np.argpartition(-scores, take - 1, axis=1)[:, :take]
         best_d, best_i = best[share]
-        all_d = np.concatenate([best_d, np.take_along_axis(scores, part, axis=1)], axis=1)
-        all_i = np.concatenate([best_i, part + offset], axis=1)
-        top = np.argsort(-all_d, axis=1, kind="stable")[:, :kk]
-        best[share] = (np.take_along_axis(all_d, top, axis=1),
-                       np.take_along_axis(all_i, top, axis=1))
+        floor = best_d[:, -1:]
+        if offset == 0 and scores.shape[1] >= kk:  # nothing known yet: a bound from a few
+            seed = scores[:, :SEED_COLUMNS]
+            floor = np.partition(seed, seed.shape[1] - kk, axis=1)[:, -kk:][:, :1]
+        row, col = np.nonzero(scores >= floor)
+        d = np.concatenate([best_d.reshape(-1), scores[row, col]])
+        r = np.concatenate([np.repeat(np.arange(len(rows)), kk), row])
+        i = np.concatenate([best_i.reshape(-1), col + offset])
+        order = np.lexsort((-d, r))  # stable: the best so far, then the chunk's in row order
+        first = np.searchsorted(r[order], np.arange(len(rows)))
+        pick = order[(first[:, None] + np.arange(kk)).reshape(-1)]
+        best[share] = (d[pick].reshape(-1, kk), i[pick].reshape(-1, kk))
 
     offset = 0
     with ThreadPoolExecutor(len(shares)) as pool, ONE_BLAS_THREAD:

@@ -141,6 +141,36 @@ def test_recall_counts_a_tie_with_the_kth_neighbour_as_found(flat_index):
     assert recall_at_k(worse, truth) == 0.9
 
 
+def test_exact_neighbours_are_a_full_sort_s_with_ties_in_row_order(monkeypatch):
+    """The partial sorts keep only scores at least a query's (k + TIE_EXTRA)-th best so far:
+    the same ids and scores as sorting every score, best first and, of equal scores, the
+    earlier row first; whatever the batches and chunks (a first batch smaller than k +
+    TIE_EXTRA, a chunk cut mid-batch), with copies of rows tied across chunk boundaries."""
+    from qtsearch.index import recall
+    from qtsearch.index.recall import TIE_EXTRA, exact_neighbours
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3000, 16)).astype(np.float32)
+    x[1500:1560] = x[7]  # 61 copies of one row: more than k + TIE_EXTRA tie
+    x[2990:] = x[100]
+    queries = np.concatenate([x[[7, 100, 5, 2999]], rng.standard_normal((5, 16))]).astype(
+        np.float32)
+    monkeypatch.setattr(recall, "EXACT_CHUNK", 700)
+    monkeypatch.setattr(recall, "SEED_COLUMNS", 64)
+    k = 10
+    kk = k + TIE_EXTRA
+    scores = queries @ x.T
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :kk]
+    for cuts in ([20, 1000, 2500], [1500], [999, 1001]):
+        truth = exact_neighbours(queries, iter(np.split(x, cuts)), k)
+        assert np.array_equal(truth.ids, order)
+        assert np.array_equal(truth.scores, np.take_along_axis(scores, order, axis=1))
+    few = exact_neighbours(queries[:2], iter([x[:12]]), k)  # fewer rows than k + TIE_EXTRA
+    assert np.array_equal(few.ids[:, :12], np.argsort(-scores[:2, :12], axis=1,
+                                                      kind="stable"))
+    assert (few.ids[:, 12:] == -1).all() and np.isneginf(few.scores[:, 12:]).all()
+
+
 def test_add_appends(flat_index, shared_data, tiny_model, tmp_path):
     import shutil
 
