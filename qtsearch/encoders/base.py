@@ -25,6 +25,7 @@ from qtsearch.encoders.files import (
     read_config,
     read_vocab,
 )
+from qtsearch.text.token_rows import TokenRows
 from qtsearch.text.tokenizer import token_ids, tokenize
 
 if TYPE_CHECKING:  # torch is imported by the torch encoder itself: numpy encoders run without it
@@ -116,8 +117,10 @@ class TokenEncoder(IndexEncoder, Protocol):
 
 def flat_ids(ids: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     """Token ids of several texts as one flat int64 array, and each text's count of them:
-    from lists (a query's, the serial build's) or from int32 arrays (what the build's
-    tokenising workers give, iterated element by element several times slower)."""
+    from lists (a query's, the serial build's), from int32 arrays, or from `TokenRows` (what
+    the build's tokenising workers give: a shard's ids in one array, not an array a text)."""
+    if isinstance(ids, TokenRows):
+        return ids.joined().astype(np.int64), ids.lengths()
     lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
     if ids and isinstance(ids[0], np.ndarray):
         return np.concatenate(ids).astype(np.int64), lengths

@@ -38,6 +38,7 @@ from qtsearch.core.config import mapped_tensors, save_tensors
 from qtsearch.core.errors import UnusableIndex
 from qtsearch.core.sorted_lines import find_line, line_blob
 from qtsearch.encoders.base import TokenEncoder, flat_ids
+from qtsearch.text.token_rows import TokenRows
 
 if TYPE_CHECKING:
     from qtsearch.encoders.mean import MeanEncoder
@@ -73,7 +74,7 @@ def refines(encoder: object) -> bool:
 
 def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[Sequence[Sequence[int]]],
                      beta: float | None = None, progress: Callable[[int], None] | None = None,
-                     keep: dict[int, list[np.ndarray]] | None = None,
+                     keep: dict[int, Sequence[Sequence[int]]] | None = None,
                      min_texts: int | None = None) -> tuple[list[str], np.ndarray]:
     """(words, rows): every word of the texts that `encoder` composes, lower-cased, that
     occurs in at least `min_texts` texts (MIN_TEXTS), and its row moved towards the mean of
@@ -109,9 +110,9 @@ def fit_corpus_words(encoder: MeanEncoder, shards: Iterable[Sequence[Sequence[in
         texts_of = np.repeat(np.arange(len(ids)), lengths)
         if keep is not None and kept_tokens + len(flat) <= KEEP_TOKENS:
             kept_tokens += len(flat)
-            # the tokenising workers' int32 arrays are kept as they are
-            keep[number] = (list(ids) if ids and isinstance(ids[0], np.ndarray)
-                            else np.split(flat.astype(np.int32), np.cumsum(lengths)[:-1]))
+            # the tokenising workers' int32 rows are kept as they are
+            keep[number] = (ids if isinstance(ids, TokenRows) else TokenRows.from_offsets(
+                flat.astype(np.int32), np.concatenate([[0], np.cumsum(lengths)])))
         composed = flat >= base
         # the shard's composed words only: a product over every word composed so far would
         # write (and zero) a row for each, hundreds of thousands a shard at 1M sentences
@@ -286,7 +287,7 @@ def with_corpus_words(encoder: Any, folder: str | os.PathLike) -> Any:
 def prepare_corpus_words(encoder: MeanEncoder, folder: str | os.PathLike,
                          shards: Iterable[Sequence[Sequence[int]]],
                          progress: Callable[[int], None] | None = None,
-                         keep: dict[int, list[np.ndarray]] | None = None) -> int:
+                         keep: dict[int, Sequence[Sequence[int]]] | None = None) -> int:
     """The build's step before embedding: fit the corpus words over every shard's token ids
     (`fit_corpus_words`; not read where the file is written already), give them to `encoder`
     and write them into the (partial) index `folder`; a resumed build reads the file it

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from qtsearch.core.device import cpus
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # not imported: the workers import this module, and need none
     from qtsearch.encoders.base import IndexEncoder, TokenEncoder
     from qtsearch.encoders.open_vocab import OpenVocab, WordCounts
     from qtsearch.encoders.pieces import LazyPieces, Pieces
+    from qtsearch.text.token_rows import TokenRows
     from qtsearch.text.vocab import Vocab
 
 #: Sentences per task: big enough that sending it costs little next to tokenising it, small
@@ -69,7 +71,7 @@ class BuildTokens:
     counts: WordCounts | None = None
     #: token ids by shard from the corpus-words pass (qtsearch.encoders.corpus_words), taken
     #: by the embedding pass instead of tokenising again
-    kept: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    kept: dict[int, Sequence[Sequence[int]]] = field(default_factory=dict)
 
     @classmethod
     def for_encoder(cls, encoder: IndexEncoder) -> BuildTokens:
@@ -116,7 +118,8 @@ def shard_ids(texts_of: Callable[[int], list[str]], shards: list[int], count: in
 @contextmanager
 def shard_inputs(texts_of: Callable[[int], list[str]], shards: list[int], count: int,
                  encoder: TokenEncoder | None,
-                 kept: dict[int, list[np.ndarray]] | None = None) -> Iterator[Iterator[Any]]:
+                 kept: dict[int, Sequence[Sequence[int]]] | None = None
+                 ) -> Iterator[Iterator[Any]]:
     """What the embed stage encodes, shard by shard: the ids of `encoder` (one of our models)
     or, for an encoder without a vocabulary (encoder None), the texts. `count` sentences in
     all; `kept`: ids a pass before made (`BuildTokens.kept`), taken out as their shards come,
@@ -131,7 +134,7 @@ def shard_inputs(texts_of: Callable[[int], list[str]], shards: list[int], count:
 
 def token_shards(texts_of: Callable[[int], list[str]], shards: list[int], vocab: Vocab,
                  max_len: int, workers: int,
-                 open_vocab: OpenVocab | None = None) -> Iterator[list[np.ndarray]]:
+                 open_vocab: OpenVocab | None = None) -> Iterator[TokenRows]:
     """The ids of each shard's texts under `vocab`, in order; while the caller works on one
     shard, the `workers` processes tokenise the next. With an `open_vocab` (`vocab` itself)
     the workers look tokens up in its closed vocabulary and compose the rows of those it
@@ -151,10 +154,15 @@ def token_shards(texts_of: Callable[[int], list[str]], shards: list[int], vocab:
             yield _gather(pending.popleft(), open_vocab)
 
 
-def _gather(futures: list[Future[Chunk]], open_vocab: OpenVocab | None) -> list[np.ndarray]:
+def _gather(futures: list[Future[Chunk]], open_vocab: OpenVocab | None) -> TokenRows:
+    """A shard's ids from its tasks' answers, as one array (an array a text cost the build's
+    process ~1.5 s of splitting at 1M sentences, and more to join them again)."""
     import numpy as np
 
-    ids: list[np.ndarray] = []
+    from qtsearch.text.token_rows import TokenRows
+
+    chunks: list[np.ndarray] = []
+    sizes: list[list[int]] = []
     for future in futures:
         chunk, lengths, at, unknown, (words, stacked, empty) = future.result()
         if unknown and open_vocab is not None:
@@ -163,8 +171,11 @@ def _gather(futures: list[Future[Chunk]], open_vocab: OpenVocab | None) -> list[
             # each distinct token numbered once, in the order first met: the same ids
             number = {t: open_vocab.extended(t, rows) for t in dict.fromkeys(unknown)}
             chunk[np.asarray(at, dtype=np.int64)] = [number[t] for t in unknown]
-        ids.extend(np.split(chunk, np.cumsum(lengths)[:-1]))
-    return ids
+        chunks.append(chunk)
+        sizes.append(lengths)
+    lengths_all = np.fromiter(chain.from_iterable(sizes), dtype=np.int64)
+    return TokenRows.from_offsets(np.concatenate(chunks) if chunks else np.zeros(0, np.int32),
+                                  np.concatenate([[0], np.cumsum(lengths_all)]))
 
 
 def _start(vocab: Vocab, max_len: int, pieces: Pieces | LazyPieces | None) -> None:

@@ -10,6 +10,7 @@ row.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import overload
 
 import numpy as np
 
@@ -37,8 +38,25 @@ class TokenRows(Sequence[np.ndarray]):
     def __len__(self) -> int:
         return len(self.starts)
 
-    def __getitem__(self, i: int) -> np.ndarray:  # type: ignore[override]
+    @overload
+    def __getitem__(self, i: int) -> np.ndarray: ...
+    @overload
+    def __getitem__(self, i: slice) -> TokenRows: ...
+
+    def __getitem__(self, i: int | slice) -> np.ndarray | TokenRows:
+        if isinstance(i, slice):  # rows i.start..i.stop over the same flat array
+            return TokenRows(self.flat, self.starts[i], self.ends[i])
         return self.flat[self.starts[i] : self.ends[i]]
+
+    def joined(self) -> np.ndarray:
+        """Every row's ids, end to end: a view where the rows lie so in the flat array
+        (`from_offsets`), else a copy."""
+        if not len(self):
+            return self.flat[:0]
+        if np.array_equal(self.starts[1:], self.ends[:-1]):
+            return self.flat[self.starts[0] : self.ends[-1]]
+        return np.concatenate([self.flat[a:b] for a, b in zip(self.starts.tolist(),
+                                                               self.ends.tolist(), strict=True)])
 
     def take(self, rows: Sequence[int] | np.ndarray) -> TokenRows:
         """These rows, in this order, over the same flat array."""

@@ -26,6 +26,26 @@ def test_rows_and_subsets_are_views_of_one_array() -> None:
     assert rows.row_of_each().tolist() == [0, 0, 0, 2, 3, 3]
 
 
+def test_a_slice_of_rows_is_rows_and_flat_ids_read_them_whole() -> None:
+    """What the build's encoder takes of a shard's rows: a slice is rows over the same array,
+    and `flat_ids` gives the ids end to end and each row's count, as from lists; rows taken
+    out of order are copied, in their order."""
+    from qtsearch.encoders.base import flat_ids
+
+    lists = [[1, 2, 3], [], [4], [5, 6], [7]]
+    rows = TokenRows.from_rows(lists)
+    part = rows[1:4]
+    assert isinstance(part, TokenRows) and part.flat is rows.flat
+    assert [r.tolist() for r in part] == lists[1:4]
+    for got, want in ((rows, lists), (part, lists[1:4]), (rows[2:2], []),
+                      (rows.take(np.array([3, 0])), [lists[3], lists[0]])):
+        flat, lengths = flat_ids(got)
+        ref_flat, ref_lengths = flat_ids(want)
+        assert flat.dtype == ref_flat.dtype == np.int64
+        assert flat.tolist() == ref_flat.tolist() and lengths.tolist() == ref_lengths.tolist()
+    assert np.shares_memory(rows[1:4].joined(), rows.flat)
+
+
 @pytest.mark.parametrize("chunk", [3, 1 << 16])
 def test_encoded_rows_are_what_the_vocabulary_encodes(chunk: int,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
