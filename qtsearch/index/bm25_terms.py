@@ -10,7 +10,6 @@ numbered here as they would be one after the other, so the files are the same ei
 
 from __future__ import annotations
 
-import itertools
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
@@ -50,16 +49,15 @@ def analyse(chunk: list[tuple[int, str]], analyzer: Analyzer, first_row: int) ->
     ids = [i for i, _ in chunk]
     if not ids or ids[0] != first_row or ids[-1] != first_row + len(ids) - 1:
         raise UnusableIndex(f"BM25 index: rows must have consecutive ids from {first_row}")
-    # the per-token work stays in C (the word split, map, dict.fromkeys): Python loops over
-    # the tokens made the build several times slower
-    words = [Analyzer.words(text) for _, text in chunk]
-    flat = list(itertools.chain.from_iterable(words))
-    distinct = list(dict.fromkeys(flat))
+    # the per-token work stays in C (one translation, arrow's split and dictionary): Python
+    # loops over the tokens made the build several times slower
+    distinct, place, counts = Analyzer.word_table([text for _, text in chunk])
     local: dict[str, int] = {}
-    word_ids = {w: -1 if t is None else local.setdefault(t, len(local))
-                for w, t in zip(distinct, analyzer.terms_of(distinct), strict=True)}
-    tids = np.fromiter(map(word_ids.__getitem__, flat), dtype=np.int64, count=len(flat))
-    row = np.repeat(np.arange(len(ids), dtype=np.int64), [len(ws) for ws in words])
+    term_of = np.fromiter((-1 if t is None else local.setdefault(t, len(local))
+                           for t in analyzer.terms_of(distinct)), dtype=np.int64,
+                          count=len(distinct))
+    tids = term_of[place]
+    row = np.repeat(np.arange(len(ids), dtype=np.int64), counts)
     keep = tids >= 0  # stop-words out
     tids, row = tids[keep], row[keep]
     pairs, counts = np.unique((tids << 32) | row, return_counts=True)
