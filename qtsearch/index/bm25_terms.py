@@ -51,13 +51,13 @@ def analyse(chunk: list[tuple[int, str]], analyzer: Analyzer, first_row: int) ->
         raise UnusableIndex(f"BM25 index: rows must have consecutive ids from {first_row}")
     # the per-token work stays in C (one translation, arrow's split and dictionary): Python
     # loops over the tokens made the build several times slower
-    distinct, place, counts = Analyzer.word_table([text for _, text in chunk])
+    words = Analyzer.word_table([text for _, text in chunk])
     local: dict[str, int] = {}
     term_of = np.fromiter((-1 if t is None else local.setdefault(t, len(local))
-                           for t in analyzer.terms_of(distinct)), dtype=np.int64,
-                          count=len(distinct))
-    tids = term_of[place]
-    row = np.repeat(np.arange(len(ids), dtype=np.int64), counts)
+                           for t in analyzer.terms_of(words.distinct)), dtype=np.int64,
+                          count=len(words.distinct))
+    tids = term_of[words.place]
+    row = np.repeat(np.arange(len(ids), dtype=np.int64), words.counts)
     keep = tids >= 0  # stop-words out
     tids, row = tids[keep], row[keep]
     pairs, counts = np.unique((tids << 32) | row, return_counts=True)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from qtsearch.core.device import cpus
 from qtsearch.core.processes import worker_pool
-from qtsearch.text.tokenizer import tokenize
+from qtsearch.text.tokenizer import token_table
 
 if TYPE_CHECKING:  # not imported: the workers import this module, and need none of them
     import numpy as np
@@ -186,14 +186,10 @@ def _start(vocab: Vocab, max_len: int, pieces: Pieces | LazyPieces | None) -> No
 
 def _ids(texts: list[str]) -> Chunk:
     """The texts' ids under the closed vocabulary (`token_ids`'s, the task's looked up at
-    once: `Vocab.encode_many`), flat, and where it lacks a token: what an open vocabulary
+    once: `Vocab.encode_table`), flat, and where it lacks a token: what an open vocabulary
     numbers in the parent (`token_shards`)."""
-    import numpy as np
-
     assert _vocab is not None, "a tokenising worker runs _start first"
-    ids, lengths, words = _vocab.encode_many([tokenize(text) for text in texts], _max_len)
-    at = [j for j in np.flatnonzero(ids == 1).tolist() if words[j]]  # an empty text's: none
-    unknown = [words[j] for j in at]
+    ids, lengths, at, unknown = _vocab.encode_table(token_table(texts), _max_len)
     new: list[str] = []  # words to compose, in the order met
     if _pieces is not None:
         for token in unknown:

@@ -9,10 +9,10 @@ import re
 import threading
 import unicodedata
 
-import numpy as np
 import Stemmer
 
 from qtsearch.text.stopwords import STOP_WORDS
+from qtsearch.text.token_table import TokenTable, split_table
 
 #: A word: a run of letters and digits.
 WORD = re.compile(r"[^\W_]+")
@@ -52,35 +52,13 @@ class Analyzer:
         return WORD.findall(text.casefold())
 
     @staticmethod
-    def word_table(texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """Every text's `words`, end to end, dictionary-encoded: the distinct words in the
-        order first met, each word's place among them, and each text's count of words. The
-        texts are translated as one UTF-8 buffer and split by pyarrow's string kernels, so no
-        Python object is made a word (half the time of a list of words a text, over a build's
-        50,000-row chunks; docs/speed.md)."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        parts = [t.encode() if t.isascii() else " ".join(WORD.findall(t.casefold())).encode()
-                 for t in texts]
-        offsets = np.zeros(len(parts) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)) + 1, out=offsets[1:])
-        joined = (b" ".join(parts) + b" ").translate(BYTE_WORDS)  # a text ends in a space
-        split = pc.ascii_split_whitespace(pa.LargeStringArray.from_buffers(
-            len(parts), pa.py_buffer(offsets), pa.py_buffer(joined)))
-        encoded = split.flatten().dictionary_encode()
-        distinct = encoded.dictionary.to_pylist()
-        place = encoded.indices.to_numpy().astype(np.int64)
-        counts = np.diff(split.offsets.to_numpy()).astype(np.int64)
-        if "" in distinct:  # arrow's split keeps the empty strings around leading and
-            empty = distinct.index("")  # trailing spaces: they are no words
-            real = place != empty
-            text_of = np.repeat(np.arange(len(parts)), counts)
-            counts = np.bincount(text_of[real], minlength=len(parts)).astype(np.int64)
-            place = place[real]
-            place -= place > empty
-            del distinct[empty]
-        return distinct, place, counts
+    def word_table(texts: list[str]) -> TokenTable:
+        """Every text's `words`, end to end, dictionary-encoded (qtsearch.text.token_table):
+        the texts translated as one UTF-8 buffer and split by pyarrow, no Python object made
+        a word (a build's 50,000-row chunks in half the time of a list of words a text)."""
+        return split_table([t.encode() if t.isascii()
+                            else " ".join(WORD.findall(t.casefold())).encode() for t in texts],
+                           BYTE_WORDS)
 
     def terms_of(self, words: list[str]) -> list[str | None]:
         """The term of each word, None for a stop-word."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from qtsearch.text.token_table import TokenTable
     from qtsearch.text.vocab import Vocab
 
 SURROGATE = re.compile("[\ud800-\udfff]")
@@ -48,8 +49,23 @@ def scrub(text: str) -> str:
 
 
 def tokenize(text: str) -> list[str]:
+    return _words(text).decode("utf-8").split()
+
+
+def token_table(texts: list[str]) -> TokenTable:
+    """`tokenize` of every text at once, dictionary-encoded (qtsearch.text.token_table): what
+    a build's tokenising workers look up. BlingFire separates its tokens by single spaces
+    whatever whitespace or control characters it was given (every Unicode space checked,
+    tests/text/test_text.py), so splitting its output at spaces is `str.split()`'s."""
+    from qtsearch.text.token_table import split_table
+
+    return split_table(list(map(_words, texts)))
+
+
+def _words(text: str) -> bytes:
+    """BlingFire's tokens of a text, as UTF-8, separated by spaces."""
     if not text:
-        return []
+        return b""
     try:  # a text with no lone surrogate, nearly every one, encodes as it is: no scan first
         data = text.encode("utf-8")
     except UnicodeEncodeError:
@@ -57,15 +73,15 @@ def tokenize(text: str) -> list[str]:
     buffer = _buffer(len(data) * 3 + 1)  # the bound BlingFire's own wrapper allocates
     written = _LIB.TextToWords(data, len(data), buffer, len(buffer))  # bytes, with a NUL
     if written < 1 or written > len(buffer):  # an error: no words, as the wrapper does
-        return []
-    return string_at(buffer, written - 1).decode("utf-8").split()
+        return b""
+    return string_at(buffer, written - 1)
 
 
 def token_ids(vocab: Vocab, text: str, max_len: int) -> list[int]:
     """Vocabulary ids of a sentence, a word unknown as written looked up in another casing
     ("hello" as "Hello"): the lookup of index builds and queries (`Encoder.token_ids`; the
     build's tokenising processes, qtsearch.indexing.tokens, look a task's texts up at once
-    with `Vocab.encode_many`, to the same ids)."""
+    with `Vocab.encode_table`, to the same ids)."""
     return vocab.encode(tokenize(text), max_len, fold_case=True)
 
 

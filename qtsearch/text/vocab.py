@@ -11,7 +11,7 @@ import functools
 import itertools
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,8 +20,9 @@ from qtsearch.core.errors import ModelError
 if TYPE_CHECKING:
     import numpy as np
 
+    from qtsearch.text.token_table import TokenTable
+
 PAD, UNK = "<pad>", "<unk>"
-_NO_TOKEN = [""]  # an empty list's place in `encode_many` (no token is empty)
 
 
 class Vocab:
@@ -67,23 +68,32 @@ class Vocab:
             ids = [1 if i is None else i for i in ids]
         return ids or [1]
 
-    def encode_many(self, token_lists: Sequence[list[str]], max_len: int
-                    ) -> tuple[np.ndarray, list[int], list[str]]:
-        """`encode(tokens, max_len, fold_case=True)` of each list at once: every list's ids
-        flat (int32), each one's count of them, and the token at each place ("" where an
-        empty list's <unk> stands). One lookup over all the tokens (in C) and numpy for the
-        missing ones: a build's tokenising workers spent more in `encode`'s per-list steps
-        than in its lookups."""
+    def encode_table(self, table: TokenTable, max_len: int
+                     ) -> tuple[np.ndarray, list[int], list[int], list[str]]:
+        """`encode(tokens, max_len, fold_case=True)` of every text of a token table at once:
+        their ids flat (int32), each text's count of them, and where <unk> stands for a token
+        (flat places, an empty text's own <unk> not among them) with those tokens. Each
+        distinct token is looked up once (in C) and placed by numpy: a build's tokenising
+        workers spent more in per-token steps than in the lookups."""
         import numpy as np
 
-        cut = [tokens[:max_len] for tokens in token_lists]
-        words = list(itertools.chain.from_iterable(t or _NO_TOKEN for t in cut))
-        ids = np.fromiter(map(self.index.get, words, itertools.repeat(0)), dtype=np.int32,
-                          count=len(words))
-        lacking = np.flatnonzero(ids == 0).tolist()  # missing as written, or "<pad>" itself
+        found = np.fromiter(map(self.index.get, table.distinct, itertools.repeat(0)),
+                            dtype=np.int32, count=len(table.distinct))
+        lacking = np.flatnonzero(found == 0).tolist()  # missing as written, or "<pad>" itself
         if lacking:
-            ids[lacking] = [self._folded_id(words[j]) if words[j] else 1 for j in lacking]
-        return ids, [len(t) or 1 for t in cut], words
+            found[lacking] = [self._folded_id(table.distinct[j]) for j in lacking]
+        counts = table.counts
+        text_of = np.repeat(np.arange(len(counts)), counts)
+        within = np.arange(len(text_of)) - np.repeat(np.cumsum(counts) - counts, counts)
+        kept = within < max_len
+        sizes = np.maximum(np.minimum(counts, max_len), 1)  # an empty text: [<unk>]
+        where = (np.cumsum(sizes) - sizes)[text_of[kept]] + within[kept]
+        place = table.place[kept]
+        ids = np.ones(int(sizes.sum()), dtype=np.int32)
+        ids[where] = found[place]
+        unknown = np.flatnonzero(found[place] == 1)
+        return (ids, sizes.tolist(), where[unknown].tolist(),
+                [table.distinct[j] for j in place[unknown].tolist()])
 
     def _folded_id(self, token: str) -> int:
         """The id of another casing of a token unknown as written (<unk>'s, 1, if none): the

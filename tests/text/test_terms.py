@@ -18,7 +18,8 @@ def _unicode_words(text: str) -> list[str]:
 
 def _as_table(texts: list[str]) -> list[list[str]]:
     """`Analyzer.word_table`'s words of each text, decoded."""
-    distinct, place, counts = Analyzer.word_table(texts)
+    table = Analyzer.word_table(texts)
+    distinct, place, counts = table.distinct, table.place, table.counts
     assert len(set(distinct)) == len(distinct) and "" not in distinct
     assert sorted(set(place.tolist())) == list(range(len(distinct)))
     assert [distinct[i] for i in sorted(set(place.tolist()), key=place.tolist().index)] == \

@@ -17,7 +17,8 @@ from qtsearch.text.digest import sentences_digest
 from qtsearch.text.reader import MAX_SENTENCE_CHARS, read_sentences
 from qtsearch.text.splitter import split_sentences
 from qtsearch.text.token_corpus import TokenCorpus
-from qtsearch.text.tokenizer import tokenize
+from qtsearch.text.token_table import split_table
+from qtsearch.text.tokenizer import token_table, tokenize
 from qtsearch.text.vocab import Vocab
 
 
@@ -169,16 +170,50 @@ def test_case_fallback_is_made_only_when_a_word_is_missing_as_written() -> None:
     assert "folded" in vars(v)
 
 
-def test_encoding_many_lists_at_once_gives_each_list_s_ids() -> None:
+def test_encoding_a_token_table_gives_each_text_s_ids() -> None:
+    """`Vocab.encode_table` of many texts at once: each text's `encode(tokens, max_len,
+    fold_case=True)` (casings, `<pad>`/`<unk>` typed, cuts at `max_len`, an empty text's
+    [<unk>]), and where <unk> stands for a token, with the token: not for an empty text."""
     v = Vocab(["<pad>", "<unk>", "Paris", "paris", "dog", "London"])
     lists = [[], ["dog", "Dog", "DOG"], ["<pad>", "<unk>", "cat"], ["london", "PARIS", "paris"],
-             ["dog"] * 5 + ["London"], [""], ["Paris"]]
-    ids, lengths, words = v.encode_many(lists, max_len=4)
+             ["dog"] * 5 + ["London"], ["Paris"], [], ["cat", "cat", "Cat"]]
+    table = split_table([" ".join(t).encode() for t in lists])
+    ids, lengths, at, unknown = v.encode_table(table, max_len=4)
     expected = [v.encode(t, 4, fold_case=True) for t in lists]
     assert [a.tolist() for a in np.split(ids, np.cumsum(lengths)[:-1])] == expected
     assert ids.dtype == np.int32 and lengths == [len(e) for e in expected]
-    assert words[0] == "" and words[1:4] == ["dog", "Dog", "DOG"]  # an empty list's place
-    assert len(words) == len(ids)
+    flat_tokens = [t for tokens in lists for t in (tokens[:4] or [""])]
+    assert at == [j for j, t in enumerate(flat_tokens) if t and ids[j] == 1]
+    assert unknown == [flat_tokens[j] for j in at] == ["<pad>", "<unk>", "cat", "cat", "cat",
+                                                         "Cat"]
+
+
+def test_a_token_table_splits_texts_as_str_split() -> None:
+    """Tokens between, before and after runs of spaces; texts with none; other bytes turned
+    into spaces by a translation table."""
+    texts = ["a b", "  a  b  ", "", " ", "é ß", "x", "a-b"]
+    table = split_table([t.encode() for t in texts])
+    assert table.distinct == ["a", "b", "é", "ß", "x", "a-b"]
+    assert table.counts.tolist() == [len(t.split()) for t in texts]
+    assert [table.distinct[j] for j in table.place.tolist()] == [w for t in texts
+                                                                 for w in t.split()]
+    dashes = split_table([b"a-b"], bytes(32 if c == ord("-") else c for c in range(256)))
+    assert dashes.distinct == ["a", "b"] and dashes.counts.tolist() == [2]
+
+
+def test_blingfire_separates_tokens_by_single_spaces_whatever_the_whitespace() -> None:
+    """What `token_table` relies on to split BlingFire's output at spaces: every character
+    Python's `str.split()` splits at, and control characters, come out as one space."""
+    odd = [chr(c) for c in range(0x110000) if chr(c).isspace() or c < 32 or c == 0x7F]
+    for c in odd:
+        out = tokenize(f"{c}a{c}{c}b{c}")
+        assert out == ["a", "b"], repr(c)
+        assert token_table([f"{c}a{c}{c}b{c}"]).distinct == ["a", "b"], repr(c)
+    texts = [f"x{c}y" for c in odd] + ["", " ", "Don't stop, Mr. Smith!"]
+    table = token_table(texts)
+    assert table.counts.tolist() == [len(tokenize(t)) for t in texts]
+    assert [table.distinct[j] for j in table.place.tolist()] == [w for t in texts
+                                                                 for w in tokenize(t)]
 
 
 def test_token_corpus_round_trips_the_text(shared_data: Path, tmp_path: Path) -> None:
