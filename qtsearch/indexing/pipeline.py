@@ -73,7 +73,7 @@ from qtsearch.indexing.state import (
     stage_beside,
 )
 from qtsearch.indexing.tokens import BuildTokens, shard_ids, shard_inputs
-from qtsearch.text.reader import list_files, read_sentences
+from qtsearch.text.reader import list_files, sentence_rows
 
 #: Without --split-sentences, a corpus of at least WRAPPED_MIN_LINES lines more than
 #: WRAPPED_SHARE of which run on into the next line (no sentence end, and the next line starts
@@ -169,15 +169,17 @@ class Builder:
         run_on = False  # the previous line did not end like a sentence
         with self.reporter.stage("read", sum(sizes.values()) / 1e6, "MB") as advance, \
                 shard_files.rows_behind(self.shards) as write:
-            for s in read_sentences([str(f) for f in files], options=c.read_options()):
-                if not c.split_sentences and s.title is None:  # WikiExtractor is split
-                    open_ends += run_on and s.text[:1].islower()
-                    run_on = s.text.rstrip()[-1:] not in SENTENCE_ENDS
-                if s.source != current:
+            # rows, not Sentence objects: this stage is one core's, before any other starts
+            for row in sentence_rows([str(f) for f in files], options=c.read_options()):
+                text, source, title = row[0], row[1], row[5]
+                if not c.split_sentences and title is None:  # WikiExtractor is split
+                    open_ends += run_on and text[:1].islower()
+                    run_on = text.rstrip()[-1:] not in SENTENCE_ENDS
+                if source != current:
                     if current is not None:
                         advance(sizes.get(current, 0) / 1e6)
-                    current = s.source
-                buf.append(s)
+                    current = source
+                buf.append(row)
                 if len(buf) == c.shard_size:
                     write(shard, buf, n)
                     n += len(buf)

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from qtsearch.core.disk import writing
-from qtsearch.text.sentence import ARTICLE_FIELDS, Sentence
+from qtsearch.text.sentence import ARTICLE_FIELDS, SentenceRow
 
 #: The rows of a shard, in the metadata store's column order (qtsearch.index.schema.COLUMNS).
 ROW_SCHEMA = pa.schema([
@@ -34,14 +34,15 @@ def emb_path(shards: Path, i: int) -> Path:
     return shards / f"emb_{i:05d}.npy"
 
 
-def write_rows(path: Path, rows: list[Sentence], first_id: int) -> None:
+def write_rows(path: Path, rows: list[SentenceRow], first_id: int) -> None:
+    text, source, line, doc, position, *article = zip(*rows, strict=True)
     table = pa.table({
         "id": pa.array(range(first_id, first_id + len(rows)), type=pa.int64()),
-        "text": [r.text for r in rows], "source": [r.source for r in rows],
-        "line": pa.array([r.line for r in rows], type=pa.int64()),
-        "doc": pa.array([r.doc for r in rows], type=pa.int64()),
-        "position": pa.array([r.position for r in rows], type=pa.int64()),
-        **{name: [getattr(r, name) for r in rows] for name in ARTICLE_FIELDS},
+        "text": text, "source": source,
+        "line": pa.array(line, type=pa.int64()),
+        "doc": pa.array(doc, type=pa.int64()),
+        "position": pa.array(position, type=pa.int64()),
+        **dict(zip(ARTICLE_FIELDS, article, strict=True)),
     }, schema=ROW_SCHEMA)
     tmp = path.with_name(path.name + ".tmp")
     with writing(path, tmp):
@@ -50,7 +51,7 @@ def write_rows(path: Path, rows: list[Sentence], first_id: int) -> None:
 
 
 @contextmanager
-def rows_behind(shards: Path) -> Iterator[Callable[[int, list[Sentence], int], None]]:
+def rows_behind(shards: Path) -> Iterator[Callable[[int, list[SentenceRow], int], None]]:
     """`write(shard, rows, first_id)`: `write_rows` of the shard, done by a thread behind the
     caller (Parquet's encoding and writing release the GIL, so reading the next shard goes on
     meanwhile), one shard at a time: a write waits for the one before, whose failure (a full
@@ -58,7 +59,7 @@ def rows_behind(shards: Path) -> Iterator[Callable[[int, list[Sentence], int], N
     with ThreadPoolExecutor(1) as pool:
         pending: Future[None] | None = None
 
-        def write(shard: int, rows: list[Sentence], first_id: int) -> None:
+        def write(shard: int, rows: list[SentenceRow], first_id: int) -> None:
             nonlocal pending
             if pending is not None:
                 pending.result()

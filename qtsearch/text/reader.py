@@ -35,7 +35,7 @@ from qtsearch.core.errors import InputError
 from qtsearch.text.limits import MAX_PARAGRAPH_CHARS, MAX_SENTENCE_CHARS
 from qtsearch.text.read_options import ReadOptions
 from qtsearch.text.records import RECORD_SUFFIXES, is_records, read_records
-from qtsearch.text.sentence import Sentence
+from qtsearch.text.sentence import Sentence, SentenceRow
 from qtsearch.text.splitter import split_sentences
 from qtsearch.text.wikiextractor import Article, doc_tag, wiki_sentences
 
@@ -314,6 +314,15 @@ def read_sentences(
     Raises InputError for missing, binary or corrupt files, and (at the end) when the whole
     corpus holds no sentence. A named file with no sentence is an error when `strict_empty`.
     """
+    for row in sentence_rows(paths, split, strict_empty, options):
+        yield Sentence(*row)
+
+
+def sentence_rows(
+    paths: Iterable[str | os.PathLike], split: bool = False, strict_empty: bool = True,
+    options: ReadOptions | None = None,
+) -> Iterator[SentenceRow]:
+    """`read_sentences`'s sentences as tuples of their fields (`SentenceRow`)."""
     if options is None:
         options = ReadOptions(split=split)
     elif split:
@@ -324,6 +333,7 @@ def read_sentences(
     doc = -1
     total = 0
     for path in files:
+        source = str(path)
         position = 0
         count = 0
         first = True
@@ -332,9 +342,11 @@ def read_sentences(
                 doc += 1
                 position = 0
                 first = False
-            meta = () if article is None else (article.title, article.url, article.doc_id,
-                                               section)
-            yield Sentence(text, str(path), lineno, doc, position, *meta)
+            if article is None:
+                yield text, source, lineno, doc, position, None, None, None, None
+            else:
+                yield (text, source, lineno, doc, position, article.title, article.url,
+                       article.doc_id, section)
             position += 1
             count += 1
         if count == 0:

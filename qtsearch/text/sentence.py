@@ -10,6 +10,10 @@ from dataclasses import dataclass
 
 #: The fields of `Sentence` that only WikiExtractor input fills (None for other text).
 ARTICLE_FIELDS = ("title", "url", "doc_id", "section")
+#: A sentence's fields in `Sentence`'s order, as a tuple: what a build reads, millions of them
+#: (making a frozen dataclass of nine fields took ~1 µs, a second of a 1M build's one-core
+#: read stage).
+SentenceRow = tuple[str, str, int, int, int, str | None, str | None, str | None, str | None]
 
 
 @dataclass(frozen=True)
