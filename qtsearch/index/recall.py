@@ -56,7 +56,7 @@ def exact_neighbours(queries: np.ndarray, batches: Iterable[np.ndarray], k: int)
     One BLAS matmul per chunk; of its scores only those at least a query's (k + TIE_EXTRA)-th
     best so far can enter, found by one comparison and sorted with the best (a few thousand
     of a chunk's 50k x 500): a partial sort of every score took as long again as the
-    matmuls (500 queries over 1M vectors: 9.4-10.2 CPU-s, now 4.5-5.6; docs/speed.md). Each
+    matmuls (500 queries over 1M vectors: 9.0-10.0 CPU-s, now 4.2; docs/speed.md). Each
     core takes a share of the queries on a thread of its own (numpy multiplies and compares
     without the GIL), BLAS held to one thread meanwhile. A query's row is scored as alone, so
     the neighbours are the same whatever the share."""

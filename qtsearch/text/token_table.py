@@ -5,7 +5,7 @@ A build splits millions of texts (BM25's words, the tokeniser's words). A list o
 text made a Python string a token and left the lookups a token at a time; here the texts are
 one UTF-8 buffer that pyarrow's string kernels split and dictionary-encode, so Python sees the
 distinct tokens only (a build's BM25 analysis took half the time, its tokenisers a fifth
-less; docs/speed.md). pyarrow is imported when first needed: a query never is.
+less; docs/speed.md). pyarrow is imported when first needed: a query never imports it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class TokenTable:
+    """Texts' tokens, dictionary-encoded (`split_table`)."""
+
     #: the distinct tokens, in the order first met
     distinct: list[str]
     #: each token's place in `distinct`, text after text (int64)

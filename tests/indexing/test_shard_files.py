@@ -4,6 +4,7 @@ run on into the next one (`SENTENCE_ENDS`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -11,11 +12,13 @@ import pytest
 
 from qtsearch.indexing import shards
 from qtsearch.indexing.pipeline import SENTENCE_ENDS
-from qtsearch.text.sentence import Sentence
+from qtsearch.text.sentence import Sentence, SentenceRow
 
 
-def _rows(first: int, n: int) -> list[Sentence]:
-    return [Sentence(f"Sentence {i} of the corpus.", "corpus.txt", i + 1, i // 10, i % 10)
+def _rows(first: int, n: int) -> list[SentenceRow]:
+    """Rows as the reader gives them (`sentence_rows`): a `Sentence`'s fields in order."""
+    return [dataclasses.astuple(Sentence(f"Sentence {i} of the corpus.", "corpus.txt", i + 1,
+                                         i // 10, i % 10))
             for i in range(first, first + n)]
 
 
@@ -26,9 +29,7 @@ def test_rows_written_behind_the_reader_read_back_as_written(tmp_path: Path) -> 
     for shard in range(4):
         back = list(shards.read_rows(shards.rows_path(tmp_path, shard)))
         want = _rows(shard * 25, 25)
-        assert [row[:6] for row in back] == [
-            (shard * 25 + j, s.text, s.source, s.line, s.doc, s.position)
-            for j, s in enumerate(want)]
+        assert back == [(shard * 25 + j, *s) for j, s in enumerate(want)]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         shards.rows_path(tmp_path, i).name for i in range(4)]  # no temporary file left
 
