@@ -74,16 +74,25 @@ class TokenRows(Sequence[np.ndarray]):
         """Each row's first `max_len` ids mapped through `lookup`, an empty row becoming [1]
         (<unk>): what `Vocab.encode` makes of a sentence, for rows of corpus-type ids and a
         lookup of each type's vocabulary id."""
-        lengths = self.lengths()
-        kept = np.minimum(lengths, max_len)
-        sizes = np.maximum(kept, 1)
-        offsets = np.zeros(len(self) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
+        offsets = self.cut_offsets(max_len)
         out = np.ones(int(offsets[-1]), dtype=np.int32)
         for a in range(0, len(self), CHUNK):  # a chunk's positions at once: 8 bytes a token
-            b = min(a + CHUNK, len(self))
-            n = kept[a:b]
-            row = np.repeat(np.arange(a, b, dtype=np.int64), n)
-            within = np.arange(len(row), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
-            out[offsets[row] + within] = lookup[self.flat[self.starts[row] + within]]
+            source, place = self.kept_places(a, min(a + CHUNK, len(self)), max_len, offsets)
+            out[place] = lookup[self.flat[source]]
         return TokenRows.from_offsets(out, offsets)
+
+    def cut_offsets(self, max_len: int) -> np.ndarray:
+        """Where each row cut to its first `max_len` ids starts when the rows are laid end to
+        end, an empty row taking one place (its <unk>), then where the last one ends."""
+        offsets = np.zeros(len(self) + 1, dtype=np.int64)
+        np.cumsum(np.maximum(np.minimum(self.lengths(), max_len), 1), out=offsets[1:])
+        return offsets
+
+    def kept_places(self, a: int, b: int, max_len: int, offsets: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """Of rows a..b, each of a row's first `max_len` ids: its place in `flat`, and its
+        place among the rows cut so and laid out by `offsets` (`cut_offsets`)."""
+        n = np.minimum(self.ends[a:b] - self.starts[a:b], max_len)
+        row = np.repeat(np.arange(a, b, dtype=np.int64), n)
+        within = np.arange(len(row), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+        return self.starts[row] + within, offsets[row] + within

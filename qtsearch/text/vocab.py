@@ -77,22 +77,24 @@ class Vocab:
         workers spent more in per-token steps than in the lookups."""
         import numpy as np
 
+        from qtsearch.text.token_rows import TokenRows
+
         found = np.fromiter(map(self.index.get, table.distinct, itertools.repeat(0)),
                             dtype=np.int32, count=len(table.distinct))
         lacking = np.flatnonzero(found == 0).tolist()  # missing as written, or "<pad>" itself
         if lacking:
             found[lacking] = [self._folded_id(table.distinct[j]) for j in lacking]
-        counts = table.counts
-        text_of = np.repeat(np.arange(len(counts)), counts)
-        within = np.arange(len(text_of)) - np.repeat(np.cumsum(counts) - counts, counts)
-        kept = within < max_len
-        sizes = np.maximum(np.minimum(counts, max_len), 1)  # an empty text: [<unk>]
-        where = (np.cumsum(sizes) - sizes)[text_of[kept]] + within[kept]
-        place = table.place[kept]
-        ids = np.ones(int(sizes.sum()), dtype=np.int32)
+        # each text's tokens cut at max_len, an empty text's [<unk>]: as TokenRows.encoded
+        # lays them out, here also to know which token stands at each place
+        texts = TokenRows.from_offsets(table.place, np.concatenate([[0],
+                                                                    np.cumsum(table.counts)]))
+        offsets = texts.cut_offsets(max_len)
+        source, where = texts.kept_places(0, len(texts), max_len, offsets)
+        place = table.place[source]
+        ids = np.ones(int(offsets[-1]), dtype=np.int32)
         ids[where] = found[place]
         unknown = np.flatnonzero(found[place] == 1)
-        return (ids, sizes.tolist(), where[unknown].tolist(),
+        return (ids, np.diff(offsets).tolist(), where[unknown].tolist(),
                 [table.distinct[j] for j in place[unknown].tolist()])
 
     def _folded_id(self, token: str) -> int:
