@@ -4,6 +4,7 @@ started and stopped through the real CLI, and several worker processes."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import shutil
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -139,6 +141,35 @@ def test_queries_during_an_add_see_the_index_before_or_after(copy, tmp_path, sha
         if kind.startswith("semantic") or (kind.startswith("hybrid") and "Bartleby" not in kind):
             assert len(answer["hits"]) == 5, kind
     assert counts <= {before, before + len(lines)} and before + len(lines) in counts
+
+
+class _Node:
+    """An object in a reference cycle: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_what_a_server_holds_is_kept_out_of_full_collections(flat):
+    """Once a server is up, the objects alive (its index, model, app) are frozen out of the
+    collector's passes, so a full pass no longer walks them; settling again (after an index
+    is replaced) first collects what was frozen and has become garbage since."""
+    from qtsearch.app.serve.served import settle_heap
+
+    try:
+        with serving(flat) as url:
+            assert gc.get_freeze_count() > 0
+            assert httpx.get(f"{url}/search", params={"q": QUERIES[0]}).status_code == 200
+        held = _Node()
+        gone = weakref.ref(held)
+        settle_heap()
+        del held
+        gc.collect()
+        assert gone() is not None  # frozen: the collector no longer looks at it
+        settle_heap()
+        assert gone() is None
+    finally:
+        gc.unfreeze()
 
 
 def test_concurrent_adds_are_serialised(copy, tmp_path, shared_data):
@@ -297,6 +328,39 @@ def test_the_command_errors_in_one_line(tmp_path, flat):
         "pip install 'qtsearch[serve]'\n")
 
 
+def _workers(pid: int) -> set[int]:
+    """The worker processes of server `pid` (its children that multiprocessing spawned)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return {int(c) for c in children
+            if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
+def test_a_worker_that_dies_is_replaced(flat):
+    """SIGKILL one of two workers: the server goes on answering, a new worker takes the dead
+    one's place, and Ctrl-C still stops everything with status 0."""
+    proc, url = _start(str(flat), "--workers", "2")
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := _workers(proc.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(workers) == 2
+        victim = min(workers)
+        os.kill(victim, signal.SIGKILL)
+        while (victim in (now := _workers(proc.pid)) or len(now) < 2) and \
+                time.monotonic() < deadline:
+            assert httpx.get(f"{url}/health", timeout=30).status_code == 200
+            time.sleep(0.1)
+        assert victim not in now and len(now) == 2
+        for _ in range(10):  # new connections, to either worker
+            assert httpx.get(f"{url}/search", params={"q": QUERIES[0]},
+                             timeout=60).status_code == 200
+    finally:
+        code, _, err = _stop(proc)
+    assert code == 0, err
+
+
 @pytest.mark.slow
 def test_worker_processes_all_see_an_add(copy, tmp_path, shared_data):
     proc, url = _start(str(copy), "--workers", "2", "--token-file", str(token_file(tmp_path)))
@@ -306,7 +370,7 @@ def test_worker_processes_all_see_an_add(copy, tmp_path, shared_data):
             lines = bartleby(shared_data, 0, 25)
             r = c.post("/add", json={"text": "\n".join(lines)}, headers=AUTH)
             assert r.status_code == 200, r.text
-            # new connections, spread over both workers by the kernel
+            # new connections, spread over both workers
             counts = {httpx.get(f"{url}/health").json()["sentences"] for _ in range(30)}
             assert counts == {before + 25}
     finally:

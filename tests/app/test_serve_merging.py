@@ -25,16 +25,20 @@ def _ask(query: str, k: int = 5) -> Ask:
 
 def test_alike_searches_waiting_for_a_thread_go_together():
     """With its one thread busy, the searches that came meanwhile wait; when it is free, the
-    alike ones (same k, mode, filter, unit) go together, at most `most` at a time, the others
-    after them; a request cancelled while it waited is not searched; a failure reaches every
-    request of its batch."""
+    first and the alike ones after it (same k, mode, filter, unit) go together, at most `most`
+    at a time, then the next; a request cancelled while it waited is not searched; a failure
+    reaches every request of its part. A part's requests have their answers before the next
+    part is searched."""
     batches: list[list[str]] = []
-    release = threading.Event()
+    release, a1_answered = threading.Event(), threading.Event()
+    answered_early: list[bool] = []
 
     def answer(asks: list[Ask]) -> list[Any]:
         batches.append([a.query for a in asks])
         if asks[0].query == "first":
             release.wait(10)
+        if asks[0].query == "k3":  # the part after a1's
+            answered_early.append(a1_answered.wait(10))
         if asks[0].query == "broken":
             raise RuntimeError("broken search")
         return [f"answer to {a.query}" for a in asks]
@@ -45,6 +49,7 @@ def test_alike_searches_waiting_for_a_thread_go_together():
         await asyncio.sleep(0.1)  # the thread is busy with "first"
         waiting = [asyncio.ensure_future(merger.answer(a)) for a in [
             _ask("a1"), _ask("k3", k=3), _ask("a2"), _ask("gone"), _ask("a3"), _ask("a4")]]
+        waiting[0].add_done_callback(lambda _: a1_answered.set())
         await asyncio.sleep(0.05)
         waiting[3].cancel()
         release.set()
@@ -54,6 +59,7 @@ def test_alike_searches_waiting_for_a_thread_go_together():
 
     outcomes = asyncio.run(run())
     assert batches == [["first"], ["a1", "a2", "a3"], ["k3"], ["a4"], ["broken"]]
+    assert answered_early == [True]
     assert outcomes[:4] == ["answer to first", "answer to a1", "answer to k3", "answer to a2"]
     assert isinstance(outcomes[4], asyncio.CancelledError)
     assert outcomes[5:7] == ["answer to a3", "answer to a4"]

@@ -88,9 +88,16 @@ def serve(
     require_extra()
     import uvicorn
 
-    from qtsearch.app.serve.app import CONFIG_ENV, ServeConfig, create_app, read_token
+    from qtsearch.app.serve.app import (
+        CONFIG_ENV,
+        ServeConfig,
+        app_from_env,
+        create_app,
+        read_token,
+    )
     from qtsearch.app.serve.guards import server_options
     from qtsearch.app.serve.request_limits import Limits
+    from qtsearch.app.serve.workers import run_workers
     from qtsearch.core.device import cpus
     from qtsearch.lifecycle.facade import Index
     from qtsearch.lifecycle.on_disk import read_manifest
@@ -133,14 +140,14 @@ def serve(
                 uvicorn.Server(uvicorn.Config(app, **options)).run(sockets=[sock])
         return
     # each worker opens the index itself; it is opened here first too, so that damage its
-    # open finds fails now, in one line, not in workers uvicorn would start again and again.
-    # The socket closes: the worker processes' parent binds it again (uvicorn's own way).
-    with sock, Index.open(index, device=device) as opened:
+    # open finds fails now, in one line, not in workers that would be started again and again
+    with Index.open(index, device=device) as opened:
         described = opened.describe()
-    os.environ[CONFIG_ENV] = config.to_json()
+    os.environ[CONFIG_ENV] = config.to_json()  # the workers' app_from_env reads it
     out.print(f"serving {index} ({described}) with {workers} worker processes at {url} (API "
               f"docs at {url}docs); Ctrl-C stops", highlight=False, soft_wrap=True)
-    uvicorn.run("qtsearch.app.serve.app:app_from_env", factory=True, workers=workers, **options)
+    if run_workers(app_from_env, options, sock, workers):
+        raise typer.Exit(1)
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -35,7 +35,7 @@ from qtsearch.app.serve.request_limits import (
     Limits,
     least_seconds,
 )
-from qtsearch.app.serve.served import ServedIndex
+from qtsearch.app.serve.served import ServedIndex, settle_heap
 from qtsearch.app.shell import within
 from qtsearch.core.blas import ONE_BLAS_THREAD
 from qtsearch.core.budget import SEARCH_ADVICE, Budget, OverBudget, OverTime, spending
@@ -112,6 +112,7 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         # BLAS on one thread for the worker's life: its requests are the parallelism, and
         # BLAS threads spinning after each small product took the cores other requests
         # needed (docs/serving.md, "Concurrency")
+        settle_heap()  # the app and its index live as long as the worker
         with ONE_BLAS_THREAD:
             yield
         health_pool.shutdown()
