@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
+import pydantic_core
 from fastapi import Depends, Query, Request
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -79,6 +80,16 @@ class ServeConfig:
     def from_json(cls, text: str) -> ServeConfig:
         data = json.loads(text)
         return cls(**{**data, "limits": Limits(**data["limits"])})
+
+
+class JSON(JSONResponse):
+    """A JSON response serialised by pydantic-core: the values json.dumps writes, in the same
+    bytes but for the exponent of a number under 1e-4 (0.00001 or 1e-7 for 1e-05 and 1e-07),
+    for about a sixth of its CPU (57 → 10 µs for an answer of 10 hits); a number that is not
+    finite is written null rather than refused."""
+
+    def render(self, content: Any) -> bytes:
+        return pydantic_core.to_json(content, inf_nan_mode="null")
 
 
 def read_token(path: str | os.PathLike) -> str:
@@ -143,13 +154,13 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
             raise HTTPError(413, f"answer of {'at least ' if at_least else ''}{size:,} bytes: "
                                  f"at most {limits.max_response_bytes:,} ({advice})")
 
-    def respond(answers: list[Answer], explainer: Explainer | None = None) -> JSONResponse:
+    def respond(answers: list[Answer], explainer: Explainer | None = None) -> JSON:
         """The CLI's JSON array; 400 when a query failed (the CLI's exit status 3), with the
         other queries still answered in it. Its texts alone over the answer budget are
         refused before the JSON is built."""
         sized(sum(_text_size(hits or []) for _, hits, _ in answers), SEARCH_ADVICE, True)
         body = [answer_json(*a, explainer) for a in answers]
-        response = JSONResponse(body, 400 if any(e for _, _, e in answers) else 200)
+        response = JSON(body, 400 if any(e for _, _, e in answers) else 200)
         sized(len(response.body), SEARCH_ADVICE)
         return response
 
@@ -183,7 +194,7 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
 
     def search(queries: list[str | int], k: int, mode: str | None,
                where: dict[str, str | int], ids: bool, rerank: bool,
-               by: str = "passage", explain: bool = False) -> JSONResponse:
+               by: str = "passage", explain: bool = False) -> JSON:
         vet(len(queries), k, ids, rerank)
         with served.use() as idx, budget():
             reranking = within(reranker, len(idx)) if rerank else None
@@ -245,7 +256,7 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
 
     async def searched(queries: list[str | int], k: int, mode: str | None,
                        where: dict[str, str | int], ids: bool, rerank: bool, by: str,
-                       explain: bool) -> JSONResponse:
+                       explain: bool) -> JSON:
         """A search request: one query (no ids, no re-ranking) through the merger, any other
         in a thread of its own."""
         if len(queries) != 1 or ids or rerank:
@@ -265,13 +276,13 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
             k: int = TOP_K, mode: str | None = None,
             where: list[str] = Query([], description="COLUMN=VALUE; repeatable."),
             ids: bool = False, rerank: bool = False,
-            by: str = "passage", explain: bool = False) -> JSONResponse:
+            by: str = "passage", explain: bool = False) -> JSON:
         """The best-matching stored sentences (`by=doc`: documents) for each query:
         `qtsearch search --json` (`explain=true`: with --explain)."""
         return await searched(list(q), k, mode, parse_where(where), ids, rerank, by, explain)
 
     @app.post("/search")
-    async def search_post(body: SearchBody) -> JSONResponse:
+    async def search_post(body: SearchBody) -> JSON:
         """The same as GET /search, with the query or queries in a JSON body."""
         where = body.where if isinstance(body.where, dict) else parse_where(body.where)
         queries = body.q if isinstance(body.q, list) else [body.q]
@@ -279,7 +290,7 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
                               body.by, body.explain)
 
     @app.post("/analogy")
-    def analogy(body: AnalogyBody) -> JSONResponse:
+    def analogy(body: AnalogyBody) -> JSON:
         """Sentences D with A : B :: C : D: `qtsearch analogy A B C --json`."""
         check_k(body.k)
         with served.use() as idx, budget():
@@ -287,7 +298,7 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
                                            body.keep_inputs)])
 
     @app.get("/sentences/{id}")
-    def sentence(id: int, context: int = 0) -> JSONResponse:
+    def sentence(id: int, context: int = 0) -> JSON:
         """Stored sentence `id` with up to `context` sentences on either side of it in its
         document, in order: [{id, text, source, line, doc, position}, ...]."""
         if context > limits.max_context:
@@ -298,18 +309,18 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
             except InputError as e:
                 raise HTTPError(404, str(e)) from e
         sized(_text_size(records), CONTEXT_ADVICE, True)
-        response = JSONResponse([r.to_dict() for r in records])
+        response = JSON([r.to_dict() for r in records])
         sized(len(response.body), CONTEXT_ADVICE)
         return response
 
     @app.get("/info")
-    def info() -> JSONResponse:
+    def info() -> JSON:
         """The index: `qtsearch info INDEX --json`."""
         with served.use() as idx:
-            return JSONResponse(index_info(idx.path))
+            return JSON(index_info(idx.path))
 
     @app.get("/health")
-    async def health() -> JSONResponse:
+    async def health() -> JSON:
         """200 while the server answers, with the number of sentences it serves."""
         # On the event loop, not in the thread pool, where it would queue behind every search
         # in progress: one stat of the manifest says whether the served index is current.
@@ -319,25 +330,25 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
         if count is None:
             count = await asyncio.get_running_loop().run_in_executor(health_pool,
                                                                      served.fresh_count)
-        return JSONResponse({"status": "ok", "sentences": count})
+        return JSON({"status": "ok", "sentences": count})
 
     def authorised(request: Request) -> None:
         """Checked before the body is validated: without the token, nothing about it is said."""
         check_token(request.headers.get("authorization", ""), token, request.url.path)
 
     @app.post("/add", dependencies=[Depends(authorised)])
-    def add(body: AddBody) -> JSONResponse:
+    def add(body: AddBody) -> JSON:
         """Append text to the index as `qtsearch add` does (on a copy swapped in whole):
         needs `Authorization: Bearer TOKEN`, the token in the server's --token-file."""
-        return JSONResponse(served.add(body.text, body.source, body.split_sentences,
+        return JSON(served.add(body.text, body.source, body.split_sentences,
                                        body.format, body.allow_duplicates, body.upsert))
 
     @app.post("/delete", dependencies=[Depends(authorised)])
-    def delete(body: DeleteBody) -> JSONResponse:
+    def delete(body: DeleteBody) -> JSON:
         """Delete rows as `qtsearch delete` does, by record id and/or filter (on a copy
         swapped in whole): needs the token of POST /add. Answers {deleted, count, …}."""
         where = [body.where] if isinstance(body.where, str) else body.where
-        return JSONResponse(served.delete(
+        return JSON(served.delete(
             body.doc_ids, where if isinstance(where, dict) else parse_where(where)))
 
     return app
