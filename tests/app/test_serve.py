@@ -146,7 +146,10 @@ def test_health(client, api):
 @pytest.mark.parametrize(("request_", "status", "message"), [
     (("GET", "/search", {"q": Q1, "k": 0}), 400, "k must be between 1 and 50 (got 0)"),
     (("GET", "/search", {"q": Q1, "k": 51}), 400, "k must be between 1 and 50 (got 51)"),
-    (("GET", "/search", {"q": Q1, "k": "ten"}), 400, "k: "),
+    (("GET", "/search", {"q": Q1, "k": "ten"}), 400,
+     "k: Input should be a valid integer, unable to parse string as an integer"),
+    (("GET", "/search", {"q": Q1, "explain": "maybe"}), 400,
+     "explain: Input should be a valid boolean, unable to interpret input"),
     (("GET", "/search", {"k": 3}), 400, "q: Field required"),
     (("GET", "/search", {"q": Q1, "mode": "fuzzy"}), 400, "unknown search mode 'fuzzy'"),
     (("GET", "/search", {"q": Q1, "where": "colour=red"}), 400, "cannot filter on 'colour'"),
@@ -215,6 +218,15 @@ def test_page_and_docs_work_offline(client):
     paths = client.get("/openapi.json").json()["paths"]
     assert set(paths) == {"/search", "/analogy", "/sentences/{id}", "/info", "/health", "/add",
                           "/delete"}
+
+
+def test_the_api_page_lists_the_search_parameters(client):
+    """GET /search reads its query string whole; the API page still lists every parameter."""
+    params = client.get("/openapi.json").json()["paths"]["/search"]["get"]["parameters"]
+    assert [p["name"] for p in params] == ["q", "k", "mode", "where", "ids", "rerank", "by",
+                                           "explain"]
+    assert all(p["in"] == "query" and p["description"] and p["schema"] for p in params)
+    assert [p["name"] for p in params if p["required"]] == ["q"]
 
 
 def test_an_index_without_lexical_files_answers_409_for_words(flat, tmp_path):

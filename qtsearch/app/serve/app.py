@@ -20,13 +20,19 @@ from typing import Any
 
 import anyio.to_thread
 import pydantic_core
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Request
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from starlette.concurrency import run_in_threadpool
 
-from qtsearch.app.serve.bodies import AddBody, AnalogyBody, DeleteBody, SearchBody
+from qtsearch.app.serve.bodies import (
+    AddBody,
+    AnalogyBody,
+    DeleteBody,
+    SearchBody,
+    SearchQuery,
+)
 from qtsearch.app.serve.error_answers import handle_errors
 from qtsearch.app.serve.guards import Guards, check_token
 from qtsearch.app.serve.merging import Ask, Merger
@@ -52,7 +58,7 @@ from qtsearch.lifecycle.answers import (
 from qtsearch.lifecycle.facade import Index
 from qtsearch.lifecycle.on_disk import index_info
 from qtsearch.lifecycle.querying import Explainer, Record, Reranker, parse_where
-from qtsearch.search.defaults import RERANK_DEPTH, TOP_K
+from qtsearch.search.defaults import RERANK_DEPTH
 
 STATIC = Path(__file__).resolve().parent / "static"
 #: What a /sentences request over a budget can ask for instead (a search: SEARCH_ADVICE).
@@ -270,16 +276,13 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
     def page() -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
-    @app.get("/search")
-    async def search_get(
-            q: list[str] = Query(description="Query sentence; repeat for several."),
-            k: int = TOP_K, mode: str | None = None,
-            where: list[str] = Query([], description="COLUMN=VALUE; repeatable."),
-            ids: bool = False, rerank: bool = False,
-            by: str = "passage", explain: bool = False) -> JSON:
+    @app.get("/search", openapi_extra={"parameters": SearchQuery.parameters()})
+    async def search_get(request: Request) -> JSON:
         """The best-matching stored sentences (`by=doc`: documents) for each query:
         `qtsearch search --json` (`explain=true`: with --explain)."""
-        return await searched(list(q), k, mode, parse_where(where), ids, rerank, by, explain)
+        a = SearchQuery.read(request.query_params)
+        return await searched(list(a.q), a.k, a.mode, parse_where(a.where), a.ids, a.rerank,
+                              a.by, a.explain)
 
     @app.post("/search")
     async def search_post(body: SearchBody) -> JSON:

@@ -1,13 +1,16 @@
 """What a client may send the HTTP API: the JSON bodies of `POST /search`, `/analogy`, `/add`
 and `/delete`, validated by pydantic before a route runs (their field descriptions are the
-API page's), and refused in one line where their text is not Unicode text."""
+API page's), and refused in one line where their text is not Unicode text; and the query
+string of `GET /search`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
+from starlette.datastructures import QueryParams
 
 from qtsearch.search.defaults import TOP_K
 from qtsearch.text.tokenizer import SURROGATE
@@ -46,22 +49,71 @@ class Body(BaseModel):
         return data
 
 
+#: What the search options mean, for the API page (POST /search's body, GET /search's query).
+_SAYS = {
+    "k": "Results per query.",
+    "mode": "hybrid | semantic | lexical (default: the index's own).",
+    "ids": "q holds ids of stored sentences: their neighbours.",
+    "by": "passage | doc: one hit per document, ranked by its best passage, with its other "
+          "`passages`.",
+    "rerank": "Re-rank the first hits with the server's re-ranker (`serve --rerank`).",
+    "explain": "Give each hit an `explain` object, as `qtsearch search --json --explain`.",
+}
+
+
 class SearchBody(Body):
     q: str | int | list[str | int] = Field(
         description="A query sentence or a list of them (with ids: sentence ids).")
-    k: int = Field(TOP_K, description="Results per query.")
-    mode: str | None = Field(None, description="hybrid | semantic | lexical (default: the "
-                                               "index's own).")
+    k: int = Field(TOP_K, description=_SAYS["k"])
+    mode: str | None = Field(None, description=_SAYS["mode"])
     where: dict[str, str | int] | list[str] | None = Field(
         None, description='Filters, all of which must hold: {"source": "emma.txt"} or '
                           '["source=emma.txt", "doc=3"].')
-    ids: bool = Field(False, description="q holds ids of stored sentences: their neighbours.")
-    by: str = Field("passage", description="passage | doc: one hit per document, ranked by "
-                                           "its best passage, with its other `passages`.")
-    rerank: bool = Field(False, description="Re-rank the first hits with the server's "
-                                            "re-ranker (`serve --rerank`).")
-    explain: bool = Field(False, description="Give each hit an `explain` object, as "
-                                             "`qtsearch search --json --explain`.")
+    ids: bool = Field(False, description=_SAYS["ids"])
+    by: str = Field("passage", description=_SAYS["by"])
+    rerank: bool = Field(False, description=_SAYS["rerank"])
+    explain: bool = Field(False, description=_SAYS["explain"])
+
+
+#: The GET /search parameters given once per value.
+REPEATED = ("q", "where")
+
+
+class SearchQuery(BaseModel):
+    """The query string of GET /search, read whole (`read`) rather than parameter by parameter
+    by FastAPI, whose handling of eight parameters cost each request ~50 µs more than this
+    (docs/serving.md, "Merged searches"); the API page lists them all the same
+    (`parameters`)."""
+
+    q: list[str] = Field(description="Query sentence; repeat for several.")
+    k: int = Field(TOP_K, description=_SAYS["k"])
+    mode: str | None = Field(None, description=_SAYS["mode"])
+    where: list[str] = Field([], description="COLUMN=VALUE; repeatable.")
+    ids: bool = Field(False, description=_SAYS["ids"])
+    rerank: bool = Field(False, description=_SAYS["rerank"])
+    by: str = Field("passage", description=_SAYS["by"])
+    explain: bool = Field(False, description=_SAYS["explain"])
+
+    @classmethod
+    def read(cls, params: QueryParams) -> SearchQuery:
+        """The parameters of a query string (q and where each as often as given, any other
+        its last value; unknown ones ignored), refused as FastAPI refuses a parameter (400,
+        its first error: "k: Input should be a valid integer, …")."""
+        given = {name: params.getlist(name) if name in REPEATED else params[name]
+                 for name in cls.model_fields if name in params}
+        try:
+            return cls.model_validate(given)
+        except ValidationError as e:
+            raise RequestValidationError(e.errors(include_url=False)) from None
+
+    @classmethod
+    def parameters(cls) -> list[dict[str, Any]]:
+        """The query parameters as the OpenAPI page describes them."""
+        schema = cls.model_json_schema()
+        return [{"name": name, "in": "query", "required": name in schema.get("required", ()),
+                 "description": prop.get("description", ""),
+                 "schema": {k: v for k, v in prop.items() if k != "description"}}
+                for name, prop in schema["properties"].items()]
 
 
 class AnalogyBody(Body):
