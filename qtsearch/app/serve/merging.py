@@ -2,14 +2,12 @@
 
 A worker process works on `Limits.threads` requests at once; under load the others wait on
 its event loop. Waiting searches that ask alike (one query each, the same k, mode, filter and
-unit, no ids, no re-ranking) go to a thread together, one batch at a time per worker, all
-that wait, and are searched MOST_MERGED at a time (`Index.search_many`): one call's set-up,
-one encoding and one read of the store for each part, ~20% less CPU a query at 4 or more
-(docs/serving.md, "Merged searches"). Each part's requests are answered as soon as it is, so
-a request waits for the parts before its own, not for the whole batch; and a batch takes
-every alike search waiting, so none is left behind it for the next (a capped batch left some
-to wait out a whole batch more: the tail of the latencies at 64 clients). With no batch
-running, a search starts at once, alone: merging adds no wait.
+unit, no ids, no re-ranking) go to a thread together, up to MOST_MERGED in the order they
+came, and are searched as one part (`Index.search_many`): one call's set-up, one encoding and
+one read of the store, ~20% less CPU a query at 4 or more (docs/serving.md, "Merged
+searches"). A part's requests are answered as soon as it is done, and the thread goes on with
+the next part while searches wait, without a turn through the event loop. One such thread at a
+time per worker. With no search running, a search starts at once, alone: merging adds no wait.
 
 Each request gets the answer it would have got alone: `search_many` answers each of up to
 ALONE_UP_TO queries as it would alone (qtsearch.search.searcher), and what a part cannot
@@ -92,6 +90,8 @@ class Merger:
         thread's slot given back) when no search waits."""
         with self._lock:
             # a request cancelled while it waited (its client went away) is not searched
+            # (its future read from this thread: one cancelled just now is searched, its
+            # answer dropped by _settle)
             self._waiting = [w for w in self._waiting if not w[1].done()]
             if not self._waiting:
                 self._free += 1

@@ -59,7 +59,8 @@ class Acceptor:
         self._factory = factory
         self._live = live
         self._pending = 0  # accepted, their protocol not yet connected
-        self._held_back_since: float | None = None
+        self._held_back_since: float | None = None  # when this worker began stepping back
+        self._last_held_back = 0.0
         self._loop = asyncio.get_running_loop()
         self._opening: set[asyncio.Task[Any]] = set()
         self._resume: asyncio.TimerHandle | None = None
@@ -83,7 +84,11 @@ class Acceptor:
         self._counts[self._slot] = mine
         now = time.monotonic()
         if mine > min(self._counts[:]):
-            self._held_back_since = self._held_back_since or now
+            # a new wait, unless this worker was woken for the same one a moment ago (a
+            # connection another took meanwhile never wakes it again)
+            if self._held_back_since is None or now - self._last_held_back > GRACE:
+                self._held_back_since = now
+            self._last_held_back = now
             if now - self._held_back_since < GRACE:
                 self._loop.remove_reader(self._sock.fileno())
                 self._resume = self._loop.call_later(PAUSE, self._listen)
