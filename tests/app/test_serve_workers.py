@@ -79,11 +79,13 @@ def _accepted(clients: int, busy: tuple[float, float] = (0.0, 0.0)) -> tuple[lis
 
 
 def test_connections_made_together_split_evenly():
-    """40 clients connecting at once: 20 each (asyncio's own server takes every connection
-    waiting when its worker wakes: one worker would hold most of them); a stopped worker's
-    count reads DOWN, so that none steps back for it."""
+    """40 clients connecting at once: 20 each, give or take the connection both take when
+    their counts tie or one that waited GRACE for a busy loop (asyncio's own server takes every
+    connection waiting when its worker wakes: one took 27 and 35 of 40 in two runs without
+    the rule); a stopped
+    worker's count reads DOWN, so that none steps back for it."""
     held, counts = _accepted(40)
-    assert held == [20, 20]
+    assert sum(held) == 40 and abs(held[0] - held[1]) <= 2
     assert counts == [DOWN, DOWN]
 
 
