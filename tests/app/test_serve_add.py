@@ -336,7 +336,8 @@ def _workers(pid: int) -> set[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
+@pytest.mark.skipif(not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(),
+                    reason="finds the workers in /proc/PID/task/PID/children")
 def test_a_worker_that_dies_is_replaced(flat):
     """SIGKILL one of two workers: the server goes on answering, a new worker takes the dead
     one's place, and Ctrl-C still stops everything with status 0."""
