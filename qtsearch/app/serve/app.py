@@ -126,10 +126,10 @@ def create_app(config: ServeConfig, served: ServedIndex | None = None) -> FastAP
     async def lifespan(_: Any) -> AsyncIterator[None]:
         # the routes' thread pool (anyio's, 40 threads by default): this worker's searches
         anyio.to_thread.current_default_thread_limiter().total_tokens = limits.threads
+        settle_heap()  # the app and its index live as long as the worker
         # BLAS on one thread for the worker's life: its requests are the parallelism, and
         # BLAS threads spinning after each small product took the cores other requests
         # needed (docs/serving.md, "Concurrency")
-        settle_heap()  # the app and its index live as long as the worker
         with ONE_BLAS_THREAD:
             yield
         health_pool.shutdown()

@@ -82,7 +82,7 @@ REPEATED = ("q", "where")
 class SearchQuery(BaseModel):
     """The query string of GET /search, read whole (`read`) rather than parameter by parameter
     by FastAPI, whose handling of eight parameters cost each request ~50 µs more than this
-    (docs/serving.md, "Merged searches"); the API page lists them all the same
+    (docs/serving.md, "The HTTP side"); the API page lists them all the same
     (`parameters`)."""
 
     q: list[str] = Field(description="Query sentence; repeat for several.")

@@ -12,10 +12,10 @@ across processes (worker processes, `qtsearch add` beside the server) by the ind
 lock (taken by the writers, qtsearch.lifecycle.writers).
 
 The objects an opened index holds live as long as it is served, and a full pass of the cyclic
-garbage collector walked them all: ~45 ms with the interpreter held, some ten times a minute
+garbage collector walked them all: 43–61 ms with the interpreter held, about once a second
 under load, every request of the worker waiting (the tail of its latencies). `settle_heap`
 moves them out of the collector's passes once the server is up, and again after an index is
-replaced (docs/serving.md, "Concurrency").
+replaced (docs/serving.md, "Garbage collection").
 """
 
 from __future__ import annotations
