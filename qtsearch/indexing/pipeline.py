@@ -171,7 +171,7 @@ class Builder:
                 shard_files.rows_behind(self.shards) as write:
             # rows, not Sentence objects: this stage is one core's, before any other starts
             for row in sentence_rows([str(f) for f in files], options=c.read_options()):
-                text, source, title = row[0], row[1], row[5]
+                text, source, _line, _doc, _position, title, _url, _doc_id, _section = row
                 if not c.split_sentences and title is None:  # WikiExtractor is split
                     open_ends += run_on and text[:1].islower()
                     run_on = text.rstrip()[-1:] not in SENTENCE_ENDS

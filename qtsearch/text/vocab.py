@@ -91,9 +91,10 @@ class Vocab:
         offsets = texts.cut_offsets(max_len)
         source, where = texts.kept_places(0, len(texts), max_len, offsets)
         place = table.place[source]
+        kept_ids = found[place]
         ids = np.ones(int(offsets[-1]), dtype=np.int32)
-        ids[where] = found[place]
-        unknown = np.flatnonzero(found[place] == 1)
+        ids[where] = kept_ids
+        unknown = np.flatnonzero(kept_ids == 1)
         return (ids, np.diff(offsets).tolist(), where[unknown].tolist(),
                 [table.distinct[j] for j in place[unknown].tolist()])
 
