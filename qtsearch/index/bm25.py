@@ -36,7 +36,7 @@ import json
 import mmap
 import shutil
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from tokenize import TokenError
@@ -335,14 +335,19 @@ class Bm25Index:
         """`top_ids` of the terms some row holds."""
         return self.top_ids(self.ids_of(terms), k, allowed)
 
-    def top_ids(self, ids: list[int], k: int,
-                allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+    def top_ids(self, ids: list[int], k: int, allowed: np.ndarray | None = None,
+                boosts: Sequence[float] | None = None) -> list[tuple[int, float]]:
         """(row, BM25) of the best `k` rows for the OR of the terms `ids`, best first, ties by
         row; every row holding one of them is scored. `allowed`: sorted row ids a filter lets
-        through (None: all)."""
+        through (None: all). `boosts`: a positive weight a term, its part of a row's score
+        multiplied by it (None: 1 each, BM25 itself)."""
         if not ids or k < 1:
             return []
-        spans = [(int(self.indptr[t]), int(self.indptr[t + 1]), self.idf(t)) for t in ids]
+        idfs = [self.idf(t) for t in ids]
+        if boosts is not None:
+            idfs = [i * b for i, b in zip(idfs, boosts, strict=True)]
+        spans = [(int(self.indptr[t]), int(self.indptr[t + 1]), i)
+                 for t, i in zip(ids, idfs, strict=True)]
         postings = [self._postings(s, e) for s, e, _ in spans]
         if len(spans) == 1:
             cand, weights = postings[0]

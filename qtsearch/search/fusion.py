@@ -41,6 +41,11 @@ RRF_K = 60
 PASSAGE_LEXICAL_WEIGHT = 0.6
 FEEDBACK = 2.0
 FEEDBACK_HITS = 3
+#: The lexical leg's own feedback over passages (RM3, qtsearch.search.lexical.expanded): the
+#: share of the query's weight on the terms of BM25's first hits. Short topic queries gain
+#: the words their first abstracts share (docs/retrieval.md, "Lexical feedback over
+#: passages"); sentences keep BM25 itself.
+LEXICAL_FEEDBACK = 0.3
 SENTENCE_TERMS, PASSAGE_TERMS = 20.0, 60.0
 #: Word alignment (qtsearch.search.alignment): its share of a re-scored hit's score, and how
 #: many of the first stage's hits it re-scores. Chosen on SQuAD's development answers, the
@@ -58,7 +63,9 @@ class SearchSettings:
 
     `fusion`: one of FUSIONS. `lexical_weight`: BM25's weight in the convex fusion, 0 to 1.
     `feedback`: how far the semantic leg's query vector moves towards the lexical leg's first
-    hits (0: not at all). `candidates`: how many hits each leg offers the fusion.
+    hits (0: not at all). `lexical_feedback`: the share of the lexical leg's query weight on
+    its own first hits' terms in hybrid search, 0 (BM25 itself) to below 1.
+    `candidates`: how many hits each leg offers the fusion.
     `alignment`: word alignment's share of the score of the first `alignment_depth` hits of
     semantic and hybrid search, 0 (off) to below 1, where the model has a word table
     (qtsearch.search.alignment). `k1`, `b`:
@@ -71,6 +78,7 @@ class SearchSettings:
     fusion: str = DEFAULT_FUSION
     lexical_weight: float = LEXICAL_WEIGHT
     feedback: float = 0.0
+    lexical_feedback: float = 0.0
     candidates: int = CANDIDATES
     alignment: float = ALIGNMENT
     alignment_depth: int = ALIGNMENT_DEPTH
@@ -88,6 +96,9 @@ class SearchSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UsageError(f"{name} must be a whole number, 1 or more (got {value!r})")
+        if not 0.0 <= self.lexical_feedback < 1.0:
+            raise UsageError(f"lexical_feedback must be 0 or more and below 1 (got "
+                             f"{self.lexical_feedback})")
         if not 0.0 <= self.alignment < 1.0:
             raise UsageError(f"alignment must be 0 or more and below 1 (got {self.alignment})")
 
@@ -120,7 +131,8 @@ def settings_for(model_weight: float, mean_terms: float | None,
     k1, b = bm25 or (K1, B)
     own = SearchSettings(lexical_weight=model_weight + share * (PASSAGE_LEXICAL_WEIGHT
                                                                  - model_weight),
-                         feedback=share * FEEDBACK, k1=k1, b=b)
+                         feedback=share * FEEDBACK, lexical_feedback=share * LEXICAL_FEEDBACK,
+                         k1=k1, b=b)
     return own.for_search(replace(own, **overrides)) if overrides else own
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -49,6 +50,38 @@ log = logging.getLogger("qtsearch")
 ROW_BUDGET = 600
 #: Words whose counts are remembered (a few MB at most).
 CACHE_WORDS = 100_000
+#: Pseudo-relevance feedback for the lexical leg (RM3; `expanded`): the first rows whose terms
+#: expand a query, and how many of their terms it takes. Chosen with the share of the weight
+#: (qtsearch.search.fusion.LEXICAL_FEEDBACK) on SciFact train and NFCorpus dev
+#: (docs/retrieval.md, "Lexical feedback over passages").
+FEEDBACK_ROWS = 3
+FEEDBACK_TERMS = 10
+
+
+def expanded(ids: list[int], first: list[tuple[str, float]], bm25: Bm25Index,
+             share: float) -> dict[int, float]:
+    """Term id -> weight of a query of terms `ids` expanded by its first hits (`first`: text,
+    BM25), as RM3 expands it: each hit weighs exp(its score − the best's), a term its share of
+    the hit's terms, and the FEEDBACK_TERMS likeliest terms over the hits (the query's own
+    among them) share `share` of the query's weight, len(ids) in all; each query term keeps
+    1 − `share` of its own. A row's score is then its BM25 under these weights."""
+    weights = dict.fromkeys(ids, 1.0 - share)
+    if not first:
+        return dict.fromkeys(ids, 1.0)
+    best = max(score for _, score in first)
+    likely: dict[str, float] = {}
+    for text, score in first:
+        terms = bm25.analyzer.terms(text)
+        weight = math.exp(score - best)
+        for term in terms:
+            likely[term] = likely.get(term, 0.0) + weight / len(terms)
+    top = sorted(likely.items(), key=lambda kv: (-kv[1], kv[0]))[:FEEDBACK_TERMS]
+    mass = sum(p for _, p in top)
+    for term, p in top:
+        term_id = bm25.term_id(term)
+        if term_id is not None:
+            weights[term_id] = weights.get(term_id, 0.0) + share * len(ids) * p / mass
+    return weights
 
 
 
@@ -216,14 +249,22 @@ class LexicalSearch:
         return (self.bm25 is not None and bool(query_words(text))
                 and not self.bm25.ids_of(self.bm25.query_terms(text)))
 
-    def search(self, text: str, k: int, clause: str = "",
-               params: Sequence[Any] = ()) -> list[tuple[int, float]]:
-        """(id, BM25) of the best `k` rows for `text`, best first (rows matching `clause`)."""
+    def search(self, text: str, k: int, clause: str = "", params: Sequence[Any] = (),
+               feedback: float = 0.0) -> list[tuple[int, float]]:
+        """(id, BM25) of the best `k` rows for `text`, best first (rows matching `clause`).
+        `feedback` above 0 (BM25 files only): the query expanded by its first hits' terms,
+        that share of its weight on them (`expanded`), the rows ranked by the expanded query."""
         if self.bm25 is not None:
             ids = self.bm25.ids_of(self.bm25.query_terms(text))
             if ids:
                 allowed = self.store.ids_where(clause, params) if clause else None
-                return self.bm25.top_ids(ids, k, allowed)
+                if feedback <= 0.0:
+                    return self.bm25.top_ids(ids, k, allowed)
+                first = self.bm25.top_ids(ids, FEEDBACK_ROWS, allowed)
+                texts = self.store.get([row for row, _ in first])
+                weights = expanded(ids, [(texts[row]["text"], score) for row, score in first
+                                         if row in texts], self.bm25, feedback)
+                return self.bm25.top_ids(list(weights), k, allowed, list(weights.values()))
             if not self.fts:  # only stop-words can match: no hit rather than noise
                 return []
         plan = self.plan(text)

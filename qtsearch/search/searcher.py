@@ -227,7 +227,8 @@ class Searcher:
         if align:
             fetch = max(fetch, min(settings.alignment_depth, self.count))
         # the lexical leg first (the longer one at 1M): its thread runs beside all that follows
-        lexical = self._lexical_legs(texts, fetch, flt, mode) if mode != "semantic" else None
+        lexical = self._lexical_legs(texts, fetch, flt, mode, settings) \
+            if mode != "semantic" else None
         unknown = [unknown_words(self.encoder, t) if mode != "lexical" else [] for t in texts]
         notes = [note_for(t, u, mode) for t, u in zip(texts, unknown, strict=True)]
         # a lexical leg matching stop-words only ranks noise: noted, and kept out of hybrid
@@ -271,15 +272,18 @@ class Searcher:
             n or (stop_words_note(t, mode) if s else composed_note(self.encoder, t, mode))
             for n, t, s in zip(notes, texts, stop_only, strict=True)], bases, bool(flt)), fetched)
 
-    def _lexical_legs(self, texts: list[str], fetch: int, flt: Filter,
-                      mode: str) -> Callable[[], list[Leg]]:
-        """The lexical leg of every query: in hybrid mode on a large index started in the
-        worker thread, to run beside the encoding (LEGS_BESIDE_FROM); otherwise here."""
+    def _lexical_legs(self, texts: list[str], fetch: int, flt: Filter, mode: str,
+                      settings: SearchSettings) -> Callable[[], list[Leg]]:
+        """The lexical leg of every query (in hybrid mode with `settings.lexical_feedback`;
+        lexical mode is BM25 itself): in hybrid mode on a large index started in the worker
+        thread, to run beside the encoding (LEGS_BESIDE_FROM); otherwise here."""
         assert self.lexical is not None
         lexical = self.lexical
+        feedback = settings.lexical_feedback if mode == "hybrid" else 0.0
 
         def run() -> list[Leg]:
-            return [dict(lexical.search(t, fetch, flt.clause, flt.params)) for t in texts]
+            return [dict(lexical.search(t, fetch, flt.clause, flt.params, feedback))
+                    for t in texts]
 
         if mode == "lexical" or self.count < LEGS_BESIDE_FROM:
             legs = run()
@@ -361,7 +365,8 @@ class Searcher:
         index is many times slower)."""
         self.backend.search(self._vectors(["warm up"]), 1)
         if self.lexical is not None:  # the worker thread started, the BM25 code paged in
-            self._lexical_legs(["warm up"], 1, make_filter(None, []), "hybrid")()
+            self._lexical_legs(["warm up"], 1, make_filter(None, []), "hybrid",
+                               self.settings)()
         files = [self.path / META_FILE, *self.backend.warm_files()]
 
         def warm() -> None:

@@ -41,10 +41,11 @@ class Reference:
         self.avglen = sum(self.lengths.values()) / self.n
         self.df = Counter(t for tf in self.tfs.values() for t in tf)
 
-    def top(self, terms: list[str], k: int, allowed: set[int] | None = None
-            ) -> list[tuple[int, float]]:
+    def top(self, terms: list[str], k: int, allowed: set[int] | None = None,
+            boosts: dict[str, float] | None = None) -> list[tuple[int, float]]:
         q = [t for t in dict.fromkeys(terms) if t in self.df]
-        idf = {t: math.log(1 + (self.n - self.df[t] + 0.5) / (self.df[t] + 0.5)) for t in q}
+        idf = {t: math.log(1 + (self.n - self.df[t] + 0.5) / (self.df[t] + 0.5))
+               * (boosts or {}).get(t, 1.0) for t in q}
         scores = {}
         for i, tf in self.tfs.items():
             if allowed is not None and i not in allowed:
@@ -275,6 +276,54 @@ def test_a_derived_index_gets_the_same_files(scifact_index, tmp_path):
     with Searcher.open(result.path) as idx:
         assert idx.lexical is not None and idx.lexical.bm25 is not None
         assert idx.lexical.bm25.count == idx.count
+
+
+def test_boosted_terms_rank_as_bm25_weighted_by_their_boosts(scifact, tmp_path):
+    """`boosts` multiply each term's part of a row's score (the lexical feedback's weighted
+    query); no boosts is BM25 itself, to the bit."""
+    texts, queries = scifact
+    bm25.build(tmp_path, enumerate(texts))
+    index = bm25.Bm25Index.open(tmp_path)
+    assert index is not None
+    ref = Reference({i: bm25.Analyzer().terms(t) for i, t in enumerate(texts)})
+    for n, q in enumerate(queries[:10]):
+        terms = index.query_terms(q)
+        ids = index.ids_of(terms)
+        assert index.top_ids(ids, 10, boosts=[1.0] * len(ids)) == index.top_ids(ids, 10)
+        boosts = {t: 0.5 + (j + n) % 3 for j, t in enumerate(terms)}
+        got = index.top_ids(ids, 10, boosts=[boosts[index.terms[i]] for i in ids])
+        assert_same_ranking(got, ref.top(terms, 10, boosts=boosts))
+
+
+def test_lexical_feedback_expands_a_query_by_its_first_hits_terms(scifact, scifact_index):
+    """With feedback, the lexical leg ranks by BM25 under the RM3 weights of `expanded`: each
+    query term keeps 1 − share, the ten likeliest terms of the first FEEDBACK_ROWS hits share
+    the rest, the query's weight in all unchanged; without, it is BM25 itself."""
+    from qtsearch.search.lexical import FEEDBACK_ROWS, FEEDBACK_TERMS, expanded
+
+    _, queries = scifact
+    with MetadataStore.open(scifact_index / "meta.sqlite") as store:
+        search = LexicalSearch(store)
+        index = search.bm25
+        assert index is not None
+        ref = Reference(store_terms(scifact_index))
+        for q in queries[:10]:
+            terms = index.query_terms(q)
+            ids = index.ids_of(terms)
+            assert search.search(q, 20, feedback=0.0) == index.top_ids(ids, 20)
+            first = index.top_ids(ids, FEEDBACK_ROWS)
+            texts = store.get([row for row, _ in first])
+            weights = expanded(ids, [(texts[r]["text"], s) for r, s in first], index, 0.3)
+            assert sum(weights.values()) == pytest.approx(len(ids))
+            assert all(weights[i] >= 0.7 - 1e-9 for i in ids)
+            added = set(weights) - set(ids)
+            assert 0 < len(added) <= FEEDBACK_TERMS
+            held = {t for r, _ in first for t in bm25.Analyzer().terms(texts[r]["text"])}
+            assert {index.terms[i] for i in added} <= held
+            boosts = {index.terms[i]: w for i, w in weights.items()}
+            got = search.search(q, 20, feedback=0.3)
+            assert got != index.top_ids(ids, 20)
+            assert_same_ranking(got, ref.top(list(boosts), 20, boosts=boosts))
 
 
 def test_queries_only_stop_words_can_match_find_nothing(scifact_index):

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from qtsearch.app.cli import main
-from qtsearch.core.errors import InputError
+from qtsearch.core.errors import InputError, UsageError
 from qtsearch.evaluation.retrieval import beir
 from qtsearch.indexing.pipeline import IndexConfig, build_index
 from qtsearch.search.searcher import Searcher
@@ -205,29 +205,47 @@ def test_bench_retrieval_on_a_real_subset(shared_data: Path, records: list[dict]
 def test_fusion_settings_follow_the_rows_length() -> None:
     from qtsearch.search.fusion import (
         FEEDBACK,
+        LEXICAL_FEEDBACK,
         PASSAGE_LEXICAL_WEIGHT,
         PASSAGE_TERMS,
         SENTENCE_TERMS,
+        SearchSettings,
         settings_for,
     )
 
     assert settings_for(0.2, None) == settings_for(0.2, SENTENCE_TERMS)
-    assert settings_for(0.2, 5.0).lexical_weight == 0.2 and settings_for(0.2, 5.0).feedback == 0
+    near = settings_for(0.2, 5.0)
+    assert (near.lexical_weight, near.feedback, near.lexical_feedback) == (0.2, 0, 0)
     far = settings_for(0.2, PASSAGE_TERMS * 3)
-    assert (far.lexical_weight, far.feedback) == (PASSAGE_LEXICAL_WEIGHT, FEEDBACK)
+    assert (far.lexical_weight, far.feedback, far.lexical_feedback) == (
+        PASSAGE_LEXICAL_WEIGHT, FEEDBACK, LEXICAL_FEEDBACK)
     mid = settings_for(0.2, (SENTENCE_TERMS + PASSAGE_TERMS) / 2)
     assert mid.lexical_weight == pytest.approx((0.2 + PASSAGE_LEXICAL_WEIGHT) / 2)
     assert mid.feedback == pytest.approx(FEEDBACK / 2)
+    assert mid.lexical_feedback == pytest.approx(LEXICAL_FEEDBACK / 2)
+    for bad in (-0.1, 1.0):
+        with pytest.raises(UsageError, match="lexical_feedback"):
+            SearchSettings(lexical_feedback=bad)
 
 
 def test_passages_fuse_with_feedback_and_sentences_without(
         index: Path, records: list[dict], tmp_path: Path, shared_data: Path) -> None:
-    from qtsearch.search.fusion import FEEDBACK, PASSAGE_LEXICAL_WEIGHT
+    from qtsearch.search.fusion import FEEDBACK, LEXICAL_FEEDBACK, PASSAGE_LEXICAL_WEIGHT
 
     claim = "Statins lower the risk of heart disease."
     with Searcher.open(index) as idx:
         own = idx.settings
-        assert (own.lexical_weight, own.feedback) == (PASSAGE_LEXICAL_WEIGHT, FEEDBACK)
+        assert (own.lexical_weight, own.feedback, own.lexical_feedback) == (
+            PASSAGE_LEXICAL_WEIGHT, FEEDBACK, LEXICAL_FEEDBACK)
+        # hybrid search's lexical leg is expanded by its first hits' terms; lexical mode and
+        # hybrid without lexical feedback rank by BM25 itself
+        expanded = idx.search(claim, 5, "hybrid")[0]
+        plain = idx.search(claim, 5, "hybrid",
+                           settings=dataclasses.replace(own, lexical_feedback=0.0))[0]
+        bm25 = {h.id: h.score for h in idx.search(claim, 50, "lexical")[0]}
+        assert all(h.legs["lexical"] == pytest.approx(bm25.get(h.id, h.legs["lexical"]))
+                   for h in plain)
+        assert [h.legs["lexical"] for h in expanded] != [h.legs["lexical"] for h in plain]
         with_fb = idx.search(claim, 5, "hybrid")[0]
         without = idx.search(claim, 5, "hybrid",
                              settings=dataclasses.replace(own, feedback=0.0))[0]
@@ -245,7 +263,8 @@ def test_passages_fuse_with_feedback_and_sentences_without(
     build_index(IndexConfig(corpus=[str(corpus)], out=str(tmp_path / "s")))
     with Searcher.open(tmp_path / "s") as idx:
         model_weight = float(idx.encoder.search["lexical_weight"])
-        assert (idx.settings.lexical_weight, idx.settings.feedback) == (model_weight, 0.0)
+        assert (idx.settings.lexical_weight, idx.settings.feedback,
+                idx.settings.lexical_feedback) == (model_weight, 0.0, 0.0)
 
 
 def test_a_long_line_is_read_in_pieces_that_split_no_word(tmp_path: Path, monkeypatch) -> None:
@@ -297,7 +316,6 @@ def test_the_shell_and_the_server_search_by_document(index: Path, records: list[
     from serve_fixtures import serving
 
     from qtsearch.app.shell import Shell
-    from qtsearch.core.errors import UsageError
     from qtsearch.lifecycle.facade import Index
 
     # a document of several passages, each starting with its title
