@@ -49,9 +49,8 @@ from qtsearch.search.words import composed_note, note_for, query_text, unknown_w
 
 log = logging.getLogger("qtsearch")
 #: Queries are encoded one or a few at a time, where bf16 autocast costs more than it saves
-#: (docs/searching.md, "From Python").
-#: The vectors differ from bf16-built index vectors only at bf16's rounding: harmless for
-#: ranking.
+#: (docs/searching.md, "From Python"). The vectors differ from bf16-built index vectors only
+#: at bf16's rounding: harmless for ranking.
 QUERY_PRECISION = "fp32"
 #: Sentences shown on either side of a hit by `context()` unless asked otherwise.
 CONTEXT_WINDOW = 2
@@ -82,8 +81,8 @@ class Searcher:
         self.params = backend.params
         self.set_params(manifest.index_params)
         self.default_mode = "hybrid" if lexical is not None else "semantic"
-        # BM25's weight in the convex fusion: the model's own when its folder records one,
-        # moved towards the passages' weight by the rows' mean length; k1 and b: the files'
+        # BM25's weight in the convex fusion (the model's own when its folder records one) and
+        # the feedbacks, moved towards the passages' by the rows' mean length; k1 and b: the files'
         bm25 = lexical.bm25 if lexical is not None else None
         self.settings: SearchSettings = settings_for(
             float(encoder.search.get("lexical_weight", LEXICAL_WEIGHT)),
@@ -227,8 +226,8 @@ class Searcher:
         if align:
             fetch = max(fetch, min(settings.alignment_depth, self.count))
         # the lexical leg first (the longer one at 1M): its thread runs beside all that follows
-        lexical = self._lexical_legs(texts, fetch, flt, mode, settings) \
-            if mode != "semantic" else None
+        lexical = None if mode == "semantic" else self._lexical_legs(
+            texts, fetch, flt, mode, settings.lexical_feedback if mode == "hybrid" else 0.0)
         unknown = [unknown_words(self.encoder, t) if mode != "lexical" else [] for t in texts]
         notes = [note_for(t, u, mode) for t, u in zip(texts, unknown, strict=True)]
         # a lexical leg matching stop-words only ranks noise: noted, and kept out of hybrid
@@ -273,17 +272,14 @@ class Searcher:
             for n, t, s in zip(notes, texts, stop_only, strict=True)], bases, bool(flt)), fetched)
 
     def _lexical_legs(self, texts: list[str], fetch: int, flt: Filter, mode: str,
-                      settings: SearchSettings) -> Callable[[], list[Leg]]:
-        """The lexical leg of every query (in hybrid mode with `settings.lexical_feedback`;
-        lexical mode is BM25 itself): in hybrid mode on a large index started in the worker
-        thread, to run beside the encoding (LEGS_BESIDE_FROM); otherwise here."""
+                      feedback: float) -> Callable[[], list[Leg]]:
+        """The lexical leg of every query, with `feedback` (LexicalSearch.search): in hybrid mode
+        on a large index started in the worker thread, to run beside the encoding; else here."""
         assert self.lexical is not None
         lexical = self.lexical
-        feedback = settings.lexical_feedback if mode == "hybrid" else 0.0
 
         def run() -> list[Leg]:
-            return [dict(lexical.search(t, fetch, flt.clause, flt.params, feedback))
-                    for t in texts]
+            return [dict(lexical.search(t, fetch, flt.clause, flt.params, feedback)) for t in texts]
 
         if mode == "lexical" or self.count < LEGS_BESIDE_FROM:
             legs = run()
@@ -365,8 +361,7 @@ class Searcher:
         index is many times slower)."""
         self.backend.search(self._vectors(["warm up"]), 1)
         if self.lexical is not None:  # the worker thread started, the BM25 code paged in
-            self._lexical_legs(["warm up"], 1, make_filter(None, []), "hybrid",
-                               self.settings)()
+            self._lexical_legs(["warm up"], 1, make_filter(None, []), "hybrid", 0.0)()
         files = [self.path / META_FILE, *self.backend.warm_files()]
 
         def warm() -> None:
