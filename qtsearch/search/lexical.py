@@ -65,9 +65,9 @@ def expanded(ids: list[int], first: list[tuple[str, float]], bm25: Bm25Index,
     the hit's terms, and the FEEDBACK_TERMS likeliest terms over the hits (the query's own
     among them) share `share` of the query's weight, len(ids) in all; each query term keeps
     1 − `share` of its own. A row's score is then its BM25 under these weights."""
-    weights = dict.fromkeys(ids, 1.0 - share)
     if not first:
         return dict.fromkeys(ids, 1.0)
+    weights = dict.fromkeys(ids, 1.0 - share)
     best = max(score for _, score in first)
     likely: dict[str, float] = {}
     for text, score in first:
