@@ -82,8 +82,7 @@ def test_connections_made_together_split_evenly():
     """40 clients connecting at once: 20 each, give or take the connection both take when
     their counts tie or one that waited GRACE for a busy loop (asyncio's own server takes every
     connection waiting when its worker wakes: one took 27 and 35 of 40 in two runs without
-    the rule); a stopped
-    worker's count reads DOWN, so that none steps back for it."""
+    the rule); a stopped worker's count reads DOWN, so that none steps back for it."""
     held, counts = _accepted(40)
     assert sum(held) == 40 and abs(held[0] - held[1]) <= 2
     assert counts == [DOWN, DOWN]

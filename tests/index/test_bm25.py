@@ -85,16 +85,25 @@ def scifact(shared_data: Path) -> tuple[list[str], list[str]]:
     return texts, queries
 
 
-def test_files_rank_as_bm25_by_its_definition(scifact, tmp_path):
+@pytest.fixture(scope="module")
+def scifact_files(scifact, tmp_path_factory) -> tuple[bm25.Bm25Index, Reference]:
+    """BM25 files of every SciFact abstract, opened, and the reference over the same terms."""
+    texts, _ = scifact
+    folder = tmp_path_factory.mktemp("scifact-bm25")
+    bm25.build(folder, enumerate(texts))
+    index = bm25.Bm25Index.open(folder)
+    assert index is not None
+    return index, Reference({i: bm25.Analyzer().terms(t) for i, t in enumerate(texts)})
+
+
+def test_files_rank_as_bm25_by_its_definition(scifact, scifact_files):
     texts, queries = scifact
-    bm25.build(tmp_path, enumerate(texts))
-    index = bm25.Bm25Index.open(tmp_path)
-    assert index is not None and index.count == len(texts)
+    index, ref = scifact_files
+    assert index.count == len(texts)
     terms = index.terms
     assert terms == sorted(terms) and [index.term_id(t) for t in terms] == list(range(len(terms)))
     assert index.term_id("zzzunknownword") is None and index.term_id("") is None
     analyzer = bm25.Analyzer()
-    ref = Reference({i: analyzer.terms(t) for i, t in enumerate(texts)})
     for q in [*queries, *QUESTIONS, "glaucoma statin", "zzzunknownword"]:
         terms = index.query_terms(q)
         assert_same_ranking(index.top(terms, 10), ref.top(analyzer.terms(q), 10))
@@ -278,14 +287,11 @@ def test_a_derived_index_gets_the_same_files(scifact_index, tmp_path):
         assert idx.lexical.bm25.count == idx.count
 
 
-def test_boosted_terms_rank_as_bm25_weighted_by_their_boosts(scifact, tmp_path):
+def test_boosted_terms_rank_as_bm25_weighted_by_their_boosts(scifact, scifact_files):
     """`boosts` multiply each term's part of a row's score (the lexical feedback's weighted
     query); no boosts is BM25 itself, to the bit."""
-    texts, queries = scifact
-    bm25.build(tmp_path, enumerate(texts))
-    index = bm25.Bm25Index.open(tmp_path)
-    assert index is not None
-    ref = Reference({i: bm25.Analyzer().terms(t) for i, t in enumerate(texts)})
+    _, queries = scifact
+    index, ref = scifact_files
     for n, q in enumerate(queries[:10]):
         terms = index.query_terms(q)
         ids = index.ids_of(terms)
