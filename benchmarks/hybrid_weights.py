@@ -18,14 +18,17 @@ With `--alignments`, the BM25 weights stay the index's own and word alignment's 
 search alike (0: the first stage alone), BM25 beside.
 
 With `--passage-grid`, the documents only: hybrid search over every combination of word
-alignment's weight (`--alignments`), the semantic leg's feedback (`--passage-feedbacks`) and
-BM25's weight (`--passage-weights`), one row each.
+alignment's weight (`--alignments`) and depth (`--passage-depths`), the semantic leg's
+feedback (`--passage-feedbacks`), BM25's weight (`--passage-weights`) and the lexical leg's
+own feedback (`--passage-lexical-feedbacks`), one row each, semantic search beside at each
+alignment weight and depth (the settings it reads).
 
     python benchmarks/hybrid_weights.py [--model MODEL] --sentence-weights 0.2 0.3 0.4 0.5 \
         --passage-weights 0.6 0.7 [--sentence-feedback 0.5] [--passage-feedback 0]
     python benchmarks/hybrid_weights.py --alignments 0 0.3 0.4 0.5 0.6
     python benchmarks/hybrid_weights.py --passage-grid --alignments 0.3 0.4 0.5 \
-        --passage-feedbacks 1 2 3 --passage-weights 0.5 0.6
+        --passage-feedbacks 1 2 3 --passage-weights 0.5 0.6 [--passage-depths 30 100] \
+        [--passage-lexical-feedbacks 0.2 0.3]
 """
 
 from __future__ import annotations
@@ -99,6 +102,12 @@ def main() -> None:
                         help="Documents only: hybrid over every (alignment, feedback, BM25 "
                              "weight).")
     parser.add_argument("--passage-feedbacks", nargs="+", type=float, default=[2.0])
+    parser.add_argument("--passage-lexical-feedbacks", nargs="+", type=float, default=None,
+                        help="The lexical leg's feedback over passages (default: the "
+                             "index's own).")
+    parser.add_argument("--passage-depths", nargs="+", type=int, default=None,
+                        help="Word alignment's depth over passages (default: the index's "
+                             "own).")
     parser.add_argument("--squad-questions", type=int, default=3000)
     parser.add_argument("--skip", nargs="*", default=[], choices=["squad", "paraphrase", "beir"])
     args = parser.parse_args()
@@ -172,19 +181,32 @@ def beir_indexes(model: str | None, encoder: Any, fingerprint: str
 
 
 def grid(args: argparse.Namespace, encoder: Any, fingerprint: str) -> None:
-    """Hybrid nDCG@10 on the BEIR development splits over every passage setting asked."""
-    alignments = args.alignments or [0.5]
-    combos = list(itertools.product(alignments, args.passage_feedbacks, args.passage_weights))
-    cells: dict[tuple[float, float, float], list[float]] = {c: [] for c in combos}
+    """nDCG@10 on the BEIR development splits over every passage setting asked: hybrid at each
+    combination, semantic at each alignment weight and depth."""
+    Combo = tuple[float, int | None, float, float, float | None]
+    combos: list[Combo] = list(itertools.product(
+        args.alignments or [0.5], args.passage_depths or [None], args.passage_feedbacks,
+        args.passage_weights, args.passage_lexical_feedbacks or [None]))
+    cells: dict[Combo, list[float]] = {c: [] for c in combos}
+    semantic: dict[tuple[float, int | None], list[float]] = {}
     for _, _, coll, index in beir_indexes(args.model, encoder, fingerprint):
-        for a, f, w in combos:
-            chosen = replace(index.settings, alignment=a, feedback=f, lexical_weight=w)
-            cells[(a, f, w)].append(run_retrieval(index, coll, "hybrid",
-                                                  settings=chosen)["nDCG@10"])
-    print("| alignment | feedback | BM25 weight | " + " | ".join(
-        f"{n} {s} nDCG@10" for n, s in BEIR) + " |\n|---:|---:|---:|" + "---:|" * len(BEIR))
-    for (a, f, w), scores in cells.items():
-        print(f"| {a} | {f} | {w} | " + " | ".join(f"{x:.4f}" for x in scores) + " |")
+        own = index.settings
+        for a, d, f, w, lf in combos:
+            chosen = replace(own, alignment=a, alignment_depth=d or own.alignment_depth,
+                             feedback=f, lexical_weight=w,
+                             lexical_feedback=own.lexical_feedback if lf is None else lf)
+            cells[(a, d, f, w, lf)].append(run_retrieval(index, coll, "hybrid",
+                                                         settings=chosen)["nDCG@10"])
+            if len(semantic.setdefault((a, d), [])) < len(cells[(a, d, f, w, lf)]):
+                semantic[(a, d)].append(run_retrieval(index, coll, "semantic",
+                                                      settings=chosen)["nDCG@10"])
+    heads = [f"{n} {s} hybrid / semantic" for n, s in BEIR]
+    print("| alignment | depth | feedback | BM25 weight | lexical feedback | " + " | ".join(heads)
+          + " |\n|---:|---:|---:|---:|---:|" + "---|" * len(BEIR))
+    for (a, d, f, w, lf), scores in cells.items():
+        pairs = zip(scores, semantic[(a, d)], strict=True)
+        print(f"| {a} | {d or 'own'} | {f} | {w} | {'own' if lf is None else lf} | "
+              + " | ".join(f"{h:.4f} / {m:.4f}" for h, m in pairs) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -204,8 +204,10 @@ def test_bench_retrieval_on_a_real_subset(shared_data: Path, records: list[dict]
 
 def test_fusion_settings_follow_the_rows_length() -> None:
     from qtsearch.search.fusion import (
+        ALIGNMENT_DEPTH,
         FEEDBACK,
         LEXICAL_FEEDBACK,
+        PASSAGE_ALIGNMENT_DEPTH,
         PASSAGE_LEXICAL_WEIGHT,
         PASSAGE_TERMS,
         SENTENCE_TERMS,
@@ -215,14 +217,19 @@ def test_fusion_settings_follow_the_rows_length() -> None:
 
     assert settings_for(0.2, None) == settings_for(0.2, SENTENCE_TERMS)
     near = settings_for(0.2, 5.0)
-    assert (near.lexical_weight, near.feedback, near.lexical_feedback) == (0.2, 0, 0)
+    assert (near.lexical_weight, near.feedback, near.lexical_feedback,
+            near.alignment_depth) == (0.2, 0, 0, ALIGNMENT_DEPTH)
     far = settings_for(0.2, PASSAGE_TERMS * 3)
-    assert (far.lexical_weight, far.feedback, far.lexical_feedback) == (
-        PASSAGE_LEXICAL_WEIGHT, FEEDBACK, LEXICAL_FEEDBACK)
+    assert (far.lexical_weight, far.feedback, far.lexical_feedback, far.alignment_depth) == (
+        PASSAGE_LEXICAL_WEIGHT, FEEDBACK, LEXICAL_FEEDBACK, PASSAGE_ALIGNMENT_DEPTH)
+    assert PASSAGE_ALIGNMENT_DEPTH > ALIGNMENT_DEPTH
     mid = settings_for(0.2, (SENTENCE_TERMS + PASSAGE_TERMS) / 2)
     assert mid.lexical_weight == pytest.approx((0.2 + PASSAGE_LEXICAL_WEIGHT) / 2)
     assert mid.feedback == pytest.approx(FEEDBACK / 2)
     assert mid.lexical_feedback == pytest.approx(LEXICAL_FEEDBACK / 2)
+    assert mid.alignment_depth == round((ALIGNMENT_DEPTH + PASSAGE_ALIGNMENT_DEPTH) / 2)
+    # a search may still ask for its own depth
+    assert settings_for(0.2, PASSAGE_TERMS, alignment_depth=7).alignment_depth == 7
     for bad in (-0.1, 1.0):
         with pytest.raises(UsageError, match="lexical_feedback"):
             SearchSettings(lexical_feedback=bad)
@@ -230,13 +237,20 @@ def test_fusion_settings_follow_the_rows_length() -> None:
 
 def test_passages_fuse_with_feedback_and_sentences_without(
         index: Path, records: list[dict], tmp_path: Path, shared_data: Path) -> None:
-    from qtsearch.search.fusion import FEEDBACK, LEXICAL_FEEDBACK, PASSAGE_LEXICAL_WEIGHT
+    from qtsearch.search.fusion import (
+        ALIGNMENT_DEPTH,
+        FEEDBACK,
+        LEXICAL_FEEDBACK,
+        PASSAGE_ALIGNMENT_DEPTH,
+        PASSAGE_LEXICAL_WEIGHT,
+    )
 
     claim = "Statins lower the risk of heart disease."
     with Searcher.open(index) as idx:
         own = idx.settings
-        assert (own.lexical_weight, own.feedback, own.lexical_feedback) == (
-            PASSAGE_LEXICAL_WEIGHT, FEEDBACK, LEXICAL_FEEDBACK)
+        assert (own.lexical_weight, own.feedback, own.lexical_feedback,
+                own.alignment_depth) == (PASSAGE_LEXICAL_WEIGHT, FEEDBACK, LEXICAL_FEEDBACK,
+                                         PASSAGE_ALIGNMENT_DEPTH)
         # hybrid search's lexical leg is expanded by its first hits' terms; lexical mode and
         # hybrid without lexical feedback rank by BM25 itself
         expanded = idx.search(claim, 5, "hybrid")[0]
@@ -250,6 +264,11 @@ def test_passages_fuse_with_feedback_and_sentences_without(
         without = idx.search(claim, 5, "hybrid",
                              settings=dataclasses.replace(own, feedback=0.0))[0]
         first_lexical = idx.search(claim, 1, "lexical")[0][0].id
+        # word alignment looks at the first PASSAGE_ALIGNMENT_DEPTH passages again, not 30
+        deep = idx.search(claim, PASSAGE_ALIGNMENT_DEPTH + 20, "semantic")[0]
+        assert idx.count > PASSAGE_ALIGNMENT_DEPTH + 20
+        assert ["alignment" in h.legs for h in deep] == [True] * PASSAGE_ALIGNMENT_DEPTH + [
+            False] * 20
     # the query vector moved towards the first BM25 hits: their cosine rose
     cos = {h.id: h.legs["semantic"] for h in with_fb}
     before = {h.id: h.legs["semantic"] for h in without}
@@ -264,7 +283,8 @@ def test_passages_fuse_with_feedback_and_sentences_without(
     with Searcher.open(tmp_path / "s") as idx:
         model_weight = float(idx.encoder.search["lexical_weight"])
         assert (idx.settings.lexical_weight, idx.settings.feedback,
-                idx.settings.lexical_feedback) == (model_weight, 0.0, 0.0)
+                idx.settings.lexical_feedback, idx.settings.alignment_depth) == (
+            model_weight, 0.0, 0.0, ALIGNMENT_DEPTH)
 
 
 def test_a_long_line_is_read_in_pieces_that_split_no_word(tmp_path: Path, monkeypatch) -> None:

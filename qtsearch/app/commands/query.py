@@ -151,8 +151,8 @@ def search(
 
     Scores: hybrid, the fused score (each leg's own in --json `legs`); semantic, cosine
     similarity (approximate for quantised indexes); lexical, BM25. With the shipped model the
-    first 30 semantic or hybrid hits are re-scored word by word (word alignment), the score
-    fusing both stages, the cosine kept in `legs` (docs/scores.md). A bad
+    first 30 semantic or hybrid hits (100 over passages) are re-scored word by word (word
+    alignment), the score fusing both stages, the cosine kept in `legs` (docs/scores.md). A bad
     query (empty; in semantic mode, only unknown words) gets one error line and exit status
     3, the other queries are still answered. A query mostly of words the model does not know
     gets a warning (and a `note` in --json): hybrid searches it by its words only. A query
