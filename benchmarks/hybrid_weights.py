@@ -99,8 +99,8 @@ def main() -> None:
     parser.add_argument("--alignments", nargs="+", type=float, default=None,
                         help="Vary word alignment's weight instead of BM25's.")
     parser.add_argument("--passage-grid", action="store_true",
-                        help="Documents only: hybrid over every (alignment, feedback, BM25 "
-                             "weight).")
+                        help="Documents only: hybrid over every (alignment, depth, feedback, "
+                             "BM25 weight, lexical feedback), semantic beside.")
     parser.add_argument("--passage-feedbacks", nargs="+", type=float, default=[2.0])
     parser.add_argument("--passage-lexical-feedbacks", nargs="+", type=float, default=None,
                         help="The lexical leg's feedback over passages (default: the "
