@@ -188,7 +188,9 @@ def grid(args: argparse.Namespace, encoder: Any, fingerprint: str) -> None:
         args.alignments or [0.5], args.passage_depths or [None], args.passage_feedbacks,
         args.passage_weights, args.passage_lexical_feedbacks or [None]))
     cells: dict[Combo, list[float]] = {c: [] for c in combos}
-    semantic: dict[tuple[float, int | None], list[float]] = {}
+    # semantic search reads only the alignment's weight and depth: once per pair
+    semantic: dict[tuple[float, int | None], list[float]] = {
+        (a, d): [] for a, d, *_ in combos}
     for _, _, coll, index in beir_indexes(args.model, encoder, fingerprint):
         own = index.settings
         for a, d, f, w, lf in combos:
@@ -197,9 +199,10 @@ def grid(args: argparse.Namespace, encoder: Any, fingerprint: str) -> None:
                              lexical_feedback=own.lexical_feedback if lf is None else lf)
             cells[(a, d, f, w, lf)].append(run_retrieval(index, coll, "hybrid",
                                                          settings=chosen)["nDCG@10"])
-            if len(semantic.setdefault((a, d), [])) < len(cells[(a, d, f, w, lf)]):
-                semantic[(a, d)].append(run_retrieval(index, coll, "semantic",
-                                                      settings=chosen)["nDCG@10"])
+        for a, d in semantic:
+            aligned = replace(own, alignment=a, alignment_depth=d or own.alignment_depth)
+            semantic[(a, d)].append(run_retrieval(index, coll, "semantic",
+                                                  settings=aligned)["nDCG@10"])
     heads = [f"{n} {s} hybrid / semantic" for n, s in BEIR]
     print("| alignment | depth | feedback | BM25 weight | lexical feedback | " + " | ".join(heads)
           + " |\n|---:|---:|---:|---:|---:|" + "---|" * len(BEIR))

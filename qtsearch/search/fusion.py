@@ -132,11 +132,16 @@ def settings_for(model_weight: float, mean_terms: float | None,
     span = PASSAGE_TERMS - SENTENCE_TERMS
     share = 0.0 if mean_terms is None else min(1.0, max(0.0, (mean_terms - SENTENCE_TERMS) / span))
     k1, b = bm25 or (K1, B)
-    own = SearchSettings(lexical_weight=model_weight + share * (PASSAGE_LEXICAL_WEIGHT
-                                                                 - model_weight),
-                         feedback=share * FEEDBACK, lexical_feedback=share * LEXICAL_FEEDBACK,
-                         alignment_depth=round(ALIGNMENT_DEPTH + share * (PASSAGE_ALIGNMENT_DEPTH
-                                                                          - ALIGNMENT_DEPTH)),
+
+    def towards(sentences: float, passages: float) -> float:
+        """A setting `share` of the way from its value over sentences to its value over
+        passages."""
+        return sentences + share * (passages - sentences)
+
+    own = SearchSettings(lexical_weight=towards(model_weight, PASSAGE_LEXICAL_WEIGHT),
+                         feedback=towards(0.0, FEEDBACK),
+                         lexical_feedback=towards(0.0, LEXICAL_FEEDBACK),
+                         alignment_depth=round(towards(ALIGNMENT_DEPTH, PASSAGE_ALIGNMENT_DEPTH)),
                          k1=k1, b=b)
     return own.for_search(replace(own, **overrides)) if overrides else own
 
